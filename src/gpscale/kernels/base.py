@@ -1,0 +1,144 @@
+"""Kernel base class, sums, products and the signal-variance wrapper.
+
+A kernel is an ``nn.Module``: ``kernel(X1, X2)`` returns the n1 x n2 covariance
+matrix, ``kernel.diag(X)`` its diagonal on X, ``kernel.matmul(X1, X2, V)`` the
+product K(X1, X2) @ V computed over row blocks (see :mod:`gpscale.kernels.chunked`).
+Kernels combine with ``+`` and ``*``. ``kernel.config()`` describes the structure so
+that :func:`gpscale.kernels.from_config` can rebuild it; values travel in the
+``state_dict``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from ..params import Positive, summary
+
+
+class Kernel(nn.Module):
+    """Base class. Subclasses implement ``_k(X1, X2)`` and ``_diag(X)`` on active columns."""
+
+    def __init__(self, active_dims: list[int] | None = None) -> None:
+        super().__init__()
+        self.active_dims = list(active_dims) if active_dims is not None else None
+
+    # -- evaluation -----------------------------------------------------------------
+    def _cols(self, X: torch.Tensor) -> torch.Tensor:
+        return X if self.active_dims is None else X[:, self.active_dims]
+
+    def forward(self, X1: torch.Tensor, X2: torch.Tensor | None = None) -> torch.Tensor:
+        X2 = X1 if X2 is None else X2
+        return self._k(self._cols(X1), self._cols(X2))
+
+    def diag(self, X: torch.Tensor) -> torch.Tensor:
+        """The diagonal k(x_i, x_i), without forming the matrix."""
+        return self._diag(self._cols(X))
+
+    def _k(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _diag(self, X: torch.Tensor) -> torch.Tensor:
+        return torch.diagonal(self._k(X, X))
+
+    def matmul(
+        self,
+        X1: torch.Tensor,
+        X2: torch.Tensor,
+        V: torch.Tensor,
+        block: int | None = None,
+    ) -> torch.Tensor:
+        """K(X1, X2) @ V holding at most one row block of K; differentiable in θ and V."""
+        from .chunked import kernel_matmul
+
+        return kernel_matmul(self, X1, X2, V, block=block)
+
+    # -- algebra --------------------------------------------------------------------
+    def __add__(self, other: Kernel) -> Kernel:
+        return Sum(self, other)
+
+    def __mul__(self, other: Kernel) -> Kernel:
+        return Product(self, other)
+
+    # -- description ----------------------------------------------------------------
+    def config(self) -> dict[str, Any]:
+        """Structure of the kernel (no parameter values): enough to rebuild it."""
+        cfg: dict[str, Any] = {"type": type(self).__name__, "args": self._config_args()}
+        if self.active_dims is not None:
+            cfg["args"]["active_dims"] = self.active_dims
+        return cfg
+
+    def _config_args(self) -> dict[str, Any]:
+        return {}
+
+    def summary(self) -> str:
+        return summary(self)
+
+    def extra_repr(self) -> str:
+        return ", ".join(f"{k}={v}" for k, v in self._config_args().items())
+
+
+class Scale(Kernel):
+    """Signal variance times a base kernel: s² k(x, x')."""
+
+    outputscale = Positive(doc="signal variance s²")
+
+    def __init__(self, base: Kernel, outputscale: float = 1.0) -> None:
+        super().__init__()
+        self.base = base
+        self.outputscale = outputscale
+
+    def forward(self, X1: torch.Tensor, X2: torch.Tensor | None = None) -> torch.Tensor:
+        return self.outputscale * self.base(X1, X2)
+
+    def diag(self, X: torch.Tensor) -> torch.Tensor:
+        return self.outputscale * self.base.diag(X)
+
+    def config(self) -> dict[str, Any]:
+        return {"type": "Scale", "args": {}, "children": [self.base.config()]}
+
+
+class _Combination(Kernel):
+    def __init__(self, *kernels: Kernel) -> None:
+        super().__init__()
+        flat: list[Kernel] = []
+        for k in kernels:
+            if not isinstance(k, Kernel):
+                raise TypeError(f"can only combine Kernel objects, got {type(k).__name__}")
+            flat.extend(k.kernels if type(k) is type(self) else [k])
+        self.kernels = nn.ModuleList(flat)
+
+    def config(self) -> dict[str, Any]:
+        return {"type": type(self).__name__, "args": {},
+                "children": [k.config() for k in self.kernels]}
+
+
+class Sum(_Combination):
+    """k₁ + k₂ + ..."""
+
+    def forward(self, X1: torch.Tensor, X2: torch.Tensor | None = None) -> torch.Tensor:
+        out = self.kernels[0](X1, X2)
+        for k in self.kernels[1:]:
+            out = out + k(X1, X2)
+        return out
+
+    def diag(self, X: torch.Tensor) -> torch.Tensor:
+        return sum((k.diag(X) for k in self.kernels[1:]), self.kernels[0].diag(X))
+
+
+class Product(_Combination):
+    """k₁ · k₂ · ... (elementwise)."""
+
+    def forward(self, X1: torch.Tensor, X2: torch.Tensor | None = None) -> torch.Tensor:
+        out = self.kernels[0](X1, X2)
+        for k in self.kernels[1:]:
+            out = out * k(X1, X2)
+        return out
+
+    def diag(self, X: torch.Tensor) -> torch.Tensor:
+        out = self.kernels[0].diag(X)
+        for k in self.kernels[1:]:
+            out = out * k.diag(X)
+        return out

@@ -1,0 +1,103 @@
+"""Positive parameters and readable parameter tables.
+
+A positive hyperparameter ``v`` is stored unconstrained as ``raw_v`` with
+``v = floor + softplus(raw_v)``, so every optimiser works in an unconstrained space
+and ``v`` can never reach zero. :class:`Positive` is a descriptor: a module declares
+``lengthscale = Positive()`` and then reads and writes ``self.lengthscale`` as an
+ordinary tensor while ``self.raw_lengthscale`` is the ``nn.Parameter`` trained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import torch
+from torch import nn
+from torch.nn.functional import softplus
+
+DEFAULT_FLOOR = 1e-6
+LOG_2PI = 1.8378770664093453  # log(2 pi)
+
+
+def inv_softplus(v: torch.Tensor) -> torch.Tensor:
+    """Inverse of softplus, stable for large and small ``v > 0``."""
+    return v + torch.log(-torch.expm1(-v))
+
+
+class Positive:
+    """A positive parameter: ``value = floor + softplus(raw)``."""
+
+    def __init__(self, floor: float = DEFAULT_FLOOR, doc: str = "") -> None:
+        self.floor = floor
+        self.__doc__ = doc
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+        self.raw_name = "raw_" + name
+
+    def __get__(self, obj: nn.Module | None, owner: type | None = None):
+        if obj is None:
+            return self
+        return self.floor + softplus(getattr(obj, self.raw_name))
+
+    def __set__(self, obj: nn.Module, value) -> None:
+        existing = obj._parameters.get(self.raw_name) if "_parameters" in obj.__dict__ else None
+        like = existing if existing is not None else None
+        value = torch.as_tensor(
+            value,
+            dtype=like.dtype if like is not None else torch.float64,
+            device=like.device if like is not None else None,
+        )
+        if not torch.isfinite(value).all() or (value <= self.floor).any():
+            raise ValueError(
+                f"{type(obj).__name__}.{self.name} must be finite and greater than "
+                f"{self.floor:g}; got {value.detach().cpu().numpy()!r}. "
+                "Pass a positive value (e.g. 1.0)."
+            )
+        raw = inv_softplus(value - self.floor)
+        if existing is None:
+            obj.register_parameter(self.raw_name, nn.Parameter(raw))
+        else:
+            if existing.shape != raw.shape:
+                raise ValueError(
+                    f"{type(obj).__name__}.{self.name} has shape {tuple(existing.shape)}; "
+                    f"got a value of shape {tuple(raw.shape)}."
+                )
+            with torch.no_grad():
+                existing.copy_(raw)
+
+
+def positive_params(module: nn.Module) -> Iterable[tuple[str, nn.Module, Positive]]:
+    """Yield (qualified name, owning module, descriptor) for every Positive parameter."""
+    for prefix, sub in module.named_modules():
+        for klass in type(sub).__mro__:
+            for attr, desc in vars(klass).items():
+                if isinstance(desc, Positive):
+                    yield (f"{prefix}.{attr}" if prefix else attr), sub, desc
+
+
+def summary(module: nn.Module) -> str:
+    """A table of every parameter: name, value, transform, trainable."""
+    rows = [("name", "value", "transform", "trainable")]
+    seen: set[str] = set()
+    for name, sub, desc in positive_params(module):
+        raw = getattr(sub, desc.raw_name)
+        seen.add(name[: len(name) - len(desc.name)] + desc.raw_name)
+        rows.append((name, _fmt(getattr(sub, desc.name)), f"softplus+{desc.floor:g}",
+                     str(raw.requires_grad)))
+    for name, p in module.named_parameters():
+        if name not in seen:
+            rows.append((name, _fmt(p), "none", str(p.requires_grad)))
+    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def _fmt(t: torch.Tensor, max_items: int = 6) -> str:
+    v = t.detach().cpu().reshape(-1).tolist()
+    if len(v) == 1:
+        return f"{v[0]:.4g}"
+    shown = ", ".join(f"{x:.4g}" for x in v[:max_items])
+    return f"[{shown}{', ...' if len(v) > max_items else ''}] ({len(v)})"
+

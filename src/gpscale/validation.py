@@ -1,0 +1,75 @@
+"""Input checks with messages that say what to do."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+
+def as_matrix(
+    X, name: str = "X", dtype: torch.dtype = torch.float64, device=None
+) -> torch.Tensor:
+    """X as a finite (n, d) tensor; raises ValueError naming ``name`` otherwise."""
+    if isinstance(X, torch.Tensor):
+        T = X.detach().to(dtype=dtype, device=device)
+    else:
+        try:
+            arr = np.asarray(X, dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{name} must be numeric; could not convert it ({err})") from None
+        T = torch.as_tensor(arr, dtype=dtype, device=device)
+    if T.ndim == 1:
+        raise ValueError(
+            f"{name} is 1-D with shape {tuple(T.shape)}; inputs must be 2-D (n, d). "
+            f"Reshape it with {name}.reshape(-1, 1) for a single feature."
+        )
+    if T.ndim != 2:
+        raise ValueError(f"{name} must be 2-D (n, d); got shape {tuple(T.shape)}")
+    if T.shape[0] == 0 or T.shape[1] == 0:
+        raise ValueError(f"{name} is empty (shape {tuple(T.shape)}); give at least one row")
+    _check_finite(T, name)
+    return T
+
+
+def as_vector(y, name: str = "y", dtype: torch.dtype = torch.float64, device=None):
+    """y as a finite (n,) tensor; an (n, 1) column is accepted."""
+    if isinstance(y, torch.Tensor):
+        T = y.detach().to(dtype=dtype, device=device)
+    else:
+        try:
+            arr = np.asarray(y, dtype=np.float64)
+        except (TypeError, ValueError) as err:
+            raise ValueError(f"{name} must be numeric; could not convert it ({err})") from None
+        T = torch.as_tensor(arr, dtype=dtype, device=device)
+    if T.ndim == 2 and T.shape[1] == 1:
+        T = T[:, 0]
+    if T.ndim != 1:
+        raise ValueError(
+            f"{name} must be 1-D (n,) (one target); got shape {tuple(T.shape)}. "
+            "Multi-output regression is not supported: fit one model per column."
+        )
+    if T.shape[0] == 0:
+        raise ValueError(f"{name} is empty; give at least one target value")
+    _check_finite(T, name)
+    return T
+
+
+def check_xy(X, y, dtype: torch.dtype = torch.float64, device=None):
+    """Validated (X, y) pair with matching lengths."""
+    Xt = as_matrix(X, "X", dtype, device)
+    yt = as_vector(y, "y", dtype, device)
+    if Xt.shape[0] != yt.shape[0]:
+        raise ValueError(
+            f"X has {Xt.shape[0]} rows but y has {yt.shape[0]} values; they must match"
+        )
+    return Xt, yt
+
+
+def _check_finite(T: torch.Tensor, name: str) -> None:
+    bad = ~torch.isfinite(T)
+    if bad.any():
+        idx = torch.nonzero(bad)[:5].tolist()
+        raise ValueError(
+            f"{name} contains {int(bad.sum())} NaN/inf values (first at index "
+            f"{idx}); drop or impute those rows before fitting"
+        )
