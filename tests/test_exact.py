@@ -69,7 +69,8 @@ def test_predict_full_cov_matches_dense(device):
         C = model.covariance()
         Ks = model.kernel(X, Xs)
         ref_mean = Ks.T @ torch.linalg.solve(C, y)
-        ref_cov = model.kernel(Xs) - Ks.T @ torch.linalg.solve(C, Ks) + 0.1 * torch.eye(5, dtype=X.dtype, device=device)
+        eye = torch.eye(5, dtype=X.dtype, device=device)
+        ref_cov = model.kernel(Xs) - Ks.T @ torch.linalg.solve(C, Ks) + 0.1 * eye
     torch.testing.assert_close(mean, ref_mean, rtol=1e-9, atol=1e-10)
     torch.testing.assert_close(cov, ref_cov, rtol=1e-8, atol=1e-10)
     m2, v2 = model.predict(Xs, include_noise=True, block=2)
