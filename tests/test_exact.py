@@ -36,8 +36,10 @@ def test_nlml_and_gradient_match_dense_autograd(name, device):
     ref.backward()
     slow = [p.grad.clone() for p in model.parameters() if p.requires_grad]
     assert torch.allclose(f, ref, rtol=1e-10, atol=1e-10)
+    # Matérn-½'s ∂k/∂r² ∝ 1/r is singular at r → 0: both sides lose a few digits there
+    rtol = 1e-6 if name == "matern12-ard" else 1e-8
     for a, b in zip(fast, slow):
-        torch.testing.assert_close(a, b, rtol=1e-8, atol=1e-9)
+        torch.testing.assert_close(a, b, rtol=rtol, atol=1e-9)
 
 
 def test_nlml_equals_sklearn():

@@ -40,6 +40,11 @@ class Positive:
             return self
         return self.floor + softplus(getattr(obj, self.raw_name))
 
+    def raw_grad(self, obj: nn.Module, grad_value: torch.Tensor) -> torch.Tensor:
+        """Chain rule: gradient with respect to ``raw`` from one with respect to the value."""
+        raw = getattr(obj, self.raw_name).detach()
+        return (grad_value * torch.sigmoid(raw)).reshape(raw.shape)
+
     def __set__(self, obj: nn.Module, value) -> None:
         existing = obj._parameters.get(self.raw_name) if "_parameters" in obj.__dict__ else None
         like = existing if existing is not None else None

@@ -55,6 +55,23 @@ class Kernel(nn.Module):
 
         return kernel_matmul(self, X1, X2, V, block=block)
 
+    def vjp(
+        self, X1: torch.Tensor, X2: torch.Tensor, G: torch.Tensor
+    ) -> tuple[dict[torch.Tensor, torch.Tensor], torch.Tensor]:
+        """Gradients of ⟨G, K(X1, X2)⟩ = Σ_ij G_ij K_ij with respect to every trainable
+        parameter (a dict keyed by the parameter), and the value ⟨G, K⟩ itself.
+
+        This is the contraction every likelihood gradient here reduces to
+        (e.g. G = ½(C⁻¹ − ααᵀ) for the exact NLML). The default recomputes K with
+        autograd; kernels with a cheaper closed form override it.
+        """
+        params = [p for p in self.parameters() if p.requires_grad]
+        with torch.enable_grad():
+            K = self(X1, X2)
+            grads = torch.autograd.grad(K, params, G, allow_unused=True) if params else []
+        out = {p: (g if g is not None else torch.zeros_like(p)) for p, g in zip(params, grads)}
+        return out, torch.vdot(G.reshape(-1), K.detach().reshape(-1))
+
     # -- algebra --------------------------------------------------------------------
     def __add__(self, other: Kernel) -> Kernel:
         return Sum(self, other)
@@ -91,10 +108,21 @@ class Scale(Kernel):
         self.outputscale = outputscale
 
     def forward(self, X1: torch.Tensor, X2: torch.Tensor | None = None) -> torch.Tensor:
-        return self.outputscale * self.base(X1, X2)
+        K = self.base(X1, X2)
+        if not torch.is_grad_enabled():
+            return K.mul_(self.outputscale)  # K is a fresh tensor: scale in place
+        return self.outputscale * K
 
     def diag(self, X: torch.Tensor) -> torch.Tensor:
         return self.outputscale * self.base.diag(X)
+
+    def vjp(self, X1, X2, G):  # noqa: D102 - see Kernel.vjp
+        grads, inner = self.base.vjp(X1, X2, G)
+        s2 = self.outputscale.detach()
+        grads = {p: g * s2 for p, g in grads.items()}
+        if self.raw_outputscale.requires_grad:
+            grads[self.raw_outputscale] = type(self).outputscale.raw_grad(self, inner)
+        return grads, s2 * inner
 
     def config(self) -> dict[str, Any]:
         return {"type": "Scale", "args": {}, "children": [self.base.config()]}
@@ -126,6 +154,15 @@ class Sum(_Combination):
 
     def diag(self, X: torch.Tensor) -> torch.Tensor:
         return sum((k.diag(X) for k in self.kernels[1:]), self.kernels[0].diag(X))
+
+    def vjp(self, X1, X2, G):  # noqa: D102 - see Kernel.vjp
+        grads: dict[torch.Tensor, torch.Tensor] = {}
+        inner = torch.zeros((), dtype=G.dtype, device=G.device)
+        for k in self.kernels:
+            g, i = k.vjp(X1, X2, G)
+            grads.update(g)
+            inner = inner + i
+        return grads, inner
 
 
 class Product(_Combination):

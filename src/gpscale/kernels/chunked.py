@@ -1,8 +1,9 @@
 """K(X1, X2) @ V over row blocks, differentiable in the kernel's parameters and V.
 
 The forward pass never holds more than one ``block x n2`` slab of the kernel matrix.
-The backward pass recomputes each slab with autograd enabled and contracts it with
-the incoming gradient, so O(n²)-time methods run in O(n · block) memory.
+The backward pass recomputes each slab and contracts it with the incoming gradient
+through ``kernel.vjp`` (⟨g, K_b V⟩ = ⟨g Vᵀ, K_b⟩), so O(n²)-time methods run in
+O(n · block) memory.
 Gradients with respect to X1 and X2 are not provided.
 """
 
@@ -36,23 +37,21 @@ class _KernelMatmul(torch.autograd.Function):
     def backward(ctx, grad_out):  # noqa: D102
         X1, X2, V, *params = ctx.saved_tensors
         kernel, block = ctx.kernel, ctx.block
-        want = [p for p, need in zip(params, ctx.needs_input_grad[5:]) if need]
-        grads = [torch.zeros_like(p) for p in want]
+        needs = ctx.needs_input_grad[5:]
+        grads = [torch.zeros_like(p) if need else None for p, need in zip(params, needs)]
         grad_V = torch.zeros_like(V) if ctx.needs_input_grad[3] else None
         for s in range(0, X1.shape[0], block):
             g = grad_out[s : s + block]
-            with torch.enable_grad():
-                Kb = kernel(X1[s : s + block], X2)
-                if want:
-                    parts = torch.autograd.grad(Kb, want, g @ V.mT, allow_unused=True)
-                    for acc, part in zip(grads, parts):
-                        if part is not None:
-                            acc += part
+            if any(needs):
+                # ⟨g, K_b V⟩ = ⟨g Vᵀ, K_b⟩: one kernel contraction per slab
+                part, _ = kernel.vjp(X1[s : s + block], X2, g @ V.mT)
+                for acc, p in zip(grads, params):
+                    if acc is not None and p in part:
+                        acc += part[p]
             if grad_V is not None:
-                grad_V += Kb.detach().mT @ g
-        it = iter(grads)
-        param_grads = [next(it) if need else None for need in ctx.needs_input_grad[5:]]
-        return (None, None, None, grad_V, None, *param_grads)
+                with torch.no_grad():
+                    grad_V += kernel(X1[s : s + block], X2).mT @ g
+        return (None, None, None, grad_V, None, *grads)
 
 
 def kernel_matmul(

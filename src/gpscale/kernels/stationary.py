@@ -12,13 +12,26 @@ from ..params import Positive
 from .base import Kernel
 
 
-def scaled_sqdist(X1: torch.Tensor, X2: torch.Tensor, lengthscale: torch.Tensor) -> torch.Tensor:
-    """r²(x, x') = Σ_d (x_d − x'_d)² / l_d², via ‖a‖² + ‖b‖² − 2abᵀ on centred inputs."""
+def _scaled(X1: torch.Tensor, X2: torch.Tensor, lengthscale: torch.Tensor):
+    """Inputs centred (on X2's mean, for accuracy) and divided by the lengthscales."""
     centre = X2.mean(0, keepdim=True).detach() if X2.shape[0] else 0.0
-    a = (X1 - centre) / lengthscale
-    b = (X2 - centre) / lengthscale
-    r2 = (a * a).sum(-1, keepdim=True) + (b * b).sum(-1) - 2.0 * a @ b.mT
-    return r2.clamp_min(0.0)
+    return (X1 - centre) / lengthscale, (X2 - centre) / lengthscale
+
+
+def scaled_sqdist(X1: torch.Tensor, X2: torch.Tensor, lengthscale: torch.Tensor) -> torch.Tensor:
+    """r²(x, x') = Σ_d (x_d − x'_d)² / l_d², as one matrix product of augmented inputs
+    [a, ‖a‖², 1] [−2b, 1, ‖b‖²]ᵀ (a single n1 x n2 allocation), clamped at zero."""
+    a, b = _scaled(X1, X2, lengthscale)
+    one_a = torch.ones_like(a[:, :1])
+    one_b = torch.ones_like(b[:, :1])
+    A = torch.cat([a, (a * a).sum(-1, keepdim=True), one_a], dim=1)
+    B = torch.cat([-2.0 * b, one_b, (b * b).sum(-1, keepdim=True)], dim=1)
+    r2 = A @ B.mT
+    return r2.clamp_min_(0.0) if _inplace_ok(r2) else r2.clamp_min(0.0)
+
+
+def _inplace_ok(t: torch.Tensor) -> bool:
+    return not (torch.is_grad_enabled() and t.requires_grad)
 
 
 class Stationary(Kernel):
@@ -62,6 +75,33 @@ class Stationary(Kernel):
     def _diag(self, X: torch.Tensor) -> torch.Tensor:
         return torch.ones(X.shape[0], dtype=X.dtype, device=X.device)
 
+    def _contract(self, r2: torch.Tensor, G: torch.Tensor):
+        """From r² (may be overwritten) and G: (M, inner, extra) with
+        M = G ∘ ∂k/∂(r²), inner = ⟨G, K⟩, extra = {param: grad} for non-lengthscale
+        parameters. Subclasses with a closed form implement this."""
+        raise NotImplementedError
+
+    def vjp(self, X1, X2, G):  # noqa: D102 - see Kernel.vjp
+        try:
+            with torch.no_grad():
+                X1, X2 = self._cols(X1), self._cols(X2)
+                ls = self.lengthscale.detach()
+                M, inner, extra = self._contract(scaled_sqdist(X1, X2, ls), G)
+        except NotImplementedError:
+            return super().vjp(X1, X2, G)
+        with torch.no_grad():
+            a, b = _scaled(X1, X2, ls)
+            # Σ_ij M_ij (a_id − b_jd)² for every d, without an n1 x n2 x d tensor
+            S = ((a * a) * M.sum(1, keepdim=True)).sum(0) \
+                + ((b * b) * M.sum(0)[:, None]).sum(0) - 2.0 * (a * (M @ b)).sum(0)
+            grad_ls = -2.0 * S / ls  # ∂r²/∂l_d = −2 (a_d − b_d)² / l_d
+            if ls.numel() == 1:
+                grad_ls = grad_ls.sum().reshape(1)
+        grads = dict(extra)
+        if self.raw_lengthscale.requires_grad:
+            grads[self.raw_lengthscale] = type(self).lengthscale.raw_grad(self, grad_ls)
+        return grads, inner
+
 
 class RBF(Stationary):
     """Squared exponential: k(x, x') = exp(−r²/2), r² = Σ_d (x_d − x'_d)²/l_d².
@@ -70,7 +110,15 @@ class RBF(Stationary):
     """
 
     def _k(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
-        return torch.exp(-0.5 * self.r2(X1, X2))
+        r2 = self.r2(X1, X2)
+        if _inplace_ok(r2):
+            return r2.mul_(-0.5).exp_()
+        return torch.exp(-0.5 * r2)
+
+    def _contract(self, r2, G):
+        K = r2.mul_(-0.5).exp_()
+        inner = torch.vdot(G.reshape(-1), K.reshape(-1))
+        return K.mul_(G).mul_(-0.5), inner, {}  # ∂k/∂r² = −k/2
 
     def factors(self, X1: torch.Tensor, X2: torch.Tensor | None = None) -> torch.Tensor:
         """The 1-D factor matrices, shape (d, n1, n2), whose elementwise product is K."""
@@ -113,6 +161,23 @@ class Matern(Stationary):
         s = math.sqrt(5.0) * r
         return (1.0 + s + (5.0 / 3.0) * r2) * torch.exp(-s)
 
+    def _contract(self, r2, G):
+        r = r2.sqrt_()
+        c = math.sqrt(2.0 * self.nu)
+        e = torch.exp(-c * r)
+        if self.nu == 0.5:
+            inner = torch.vdot(G.reshape(-1), e.reshape(-1))
+            # ∂k/∂r² = −e^{−r}/(2r); its contribution vanishes where r = 0
+            dk = e.div_(r.mul_(2.0)).neg_().nan_to_num_(nan=0.0, posinf=0.0, neginf=0.0)
+        elif self.nu == 1.5:
+            inner = torch.vdot(G.reshape(-1), (e * (1.0 + c * r)).reshape(-1))
+            dk = e.mul_(-1.5)  # ∂k/∂r² = −(3/2) e^{−√3 r}
+        else:
+            poly = 1.0 + c * r + (5.0 / 3.0) * r * r
+            inner = torch.vdot(G.reshape(-1), (poly * e).reshape(-1))
+            dk = e.mul_(r.mul_(c).add_(1.0)).mul_(-5.0 / 6.0)  # −(5/6)(1 + √5 r) e^{−√5 r}
+        return dk.mul_(G), inner, {}
+
 
 class RationalQuadratic(Stationary):
     """k(x, x') = (1 + r²/(2α))^(−α)."""
@@ -131,6 +196,19 @@ class RationalQuadratic(Stationary):
 
     def _k(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
         return torch.pow(1.0 + self.r2(X1, X2) / (2.0 * self.alpha), -self.alpha)
+
+    def _contract(self, r2, G):
+        alpha = self.alpha.detach()
+        u = r2.div_(2.0 * alpha).add_(1.0)  # u = 1 + r²/(2α)
+        K = u.pow(-alpha)
+        inner = torch.vdot(G.reshape(-1), K.reshape(-1))
+        GK = K.mul_(G)
+        extra = {}
+        if self.raw_alpha.requires_grad:
+            # ∂k/∂α = k (−log u + (u − 1)/u)
+            d_alpha = torch.vdot(GK.reshape(-1), ((u - 1.0) / u - torch.log(u)).reshape(-1))
+            extra[self.raw_alpha] = type(self).alpha.raw_grad(self, d_alpha)
+        return GK.div_(u).mul_(-0.5), inner, extra  # ∂k/∂r² = −k/(2u)
 
 
 class Linear(Kernel):

@@ -2,11 +2,12 @@
 
 NLML(θ) = ½ rᵀC⁻¹r + ½ log|C| + (n/2) log 2π,  C = K_θ + σ²I,  r = y − m.
 
-One Cholesky per evaluation. The gradient is formed as
-∂NLML/∂θ = ½ tr((C⁻¹ − ααᵀ) ∂C/∂θ),  α = C⁻¹r,
-by handing the n x n matrix ½(C⁻¹ − ααᵀ) to autograd as the gradient of C: one
-backward pass through the kernel evaluation (O(n² · params) elementwise work)
-replaces one n x n derivative matrix per hyperparameter.
+One Cholesky per evaluation. The gradient is
+∂NLML/∂θ = ½ tr((C⁻¹ − ααᵀ) ∂C/∂θ) = ⟨G, ∂C/∂θ⟩,  α = C⁻¹r,  G = ½(C⁻¹ − ααᵀ),
+formed by one kernel contraction ``kernel.vjp(X, X, G)`` (closed forms for the
+stationary kernels: a few passes over one n x n buffer and an n x n x d matrix
+product) instead of one n x n derivative matrix per hyperparameter. Peak memory is
+three n x n matrices (L, G and the contraction's buffer).
 """
 
 from __future__ import annotations
@@ -48,6 +49,38 @@ class _GaussianNLL(torch.autograd.Function):
 def gaussian_nll(C: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
     """−log N(r | 0, C), differentiable in C and r with the fast trace-form gradient."""
     return _GaussianNLL.apply(C, r)
+
+
+class _ExactNLML(torch.autograd.Function):
+    """NLML of an ExactGP; the gradient goes through ``kernel.vjp`` (see module doc)."""
+
+    @staticmethod
+    def forward(ctx, model, r, noise, *params):  # noqa: D102
+        with torch.no_grad():
+            C = model.kernel(model.X)
+            C.diagonal().add_(noise)
+            L = robust_cholesky(C)
+            del C
+            alpha = torch.cholesky_solve(r[:, None], L)[:, 0]
+            value = (0.5 * (r @ alpha) + torch.log(torch.diagonal(L)).sum()
+                     + 0.5 * r.shape[0] * LOG_2PI)
+        ctx.model = model
+        ctx.save_for_backward(L, alpha, *params)
+        return value
+
+    @staticmethod
+    def backward(ctx, g):  # noqa: D102
+        L, alpha, *params = ctx.saved_tensors
+        model = ctx.model
+        G = torch.cholesky_inverse(L)
+        G.addr_(alpha, alpha, beta=0.5 * g, alpha=-0.5 * g)  # G = g/2 (C⁻¹ − ααᵀ)
+        grad_noise = torch.diagonal(G).sum() if ctx.needs_input_grad[2] else None
+        grad_r = g * alpha if ctx.needs_input_grad[1] else None
+        grads, _ = model.kernel.vjp(model.X, model.X, G)
+        del G
+        param_grads = [grads.get(p) if need else None
+                       for p, need in zip(params, ctx.needs_input_grad[3:])]
+        return (None, grad_r, grad_noise, *param_grads)
 
 
 class ExactGP(nn.Module):
@@ -97,8 +130,9 @@ class ExactGP(nn.Module):
         return K + torch.diag_embed(self.noise.expand(self.n))
 
     def nlml(self) -> torch.Tensor:
-        """Negative log marginal likelihood (differentiable)."""
-        return gaussian_nll(self.covariance(), self.y - self.mean_constant)
+        """Negative log marginal likelihood (differentiable in every parameter)."""
+        params = [p for p in self.kernel.parameters() if p.requires_grad]
+        return _ExactNLML.apply(self, self.y - self.mean_constant, self.noise, *params)
 
     # -- prediction -----------------------------------------------------------------
     def _factor(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -1,0 +1,152 @@
+import math
+
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gpscale.kernels import (
+    KERNELS,
+    RBF,
+    LocallyPeriodic,
+    Matern,
+    Periodic,
+    RationalQuadratic,
+    Scale,
+    from_config,
+    kernel_matmul,
+    make_kernel,
+)
+
+D64 = torch.float64
+
+
+def _x(n, d, seed=0, device="cpu"):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.rand(n, d, generator=g, dtype=D64) * 3).to(device)
+
+
+def _randomise(kernel, seed=1):
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in kernel.parameters():
+            p.add_(0.5 * torch.randn(p.shape, generator=g, dtype=D64).to(p.device))
+    return kernel
+
+
+def test_rbf_ard_formula(device):
+    X1, X2 = _x(5, 3, device=device), _x(4, 3, seed=2, device=device)
+    k = Scale(RBF([0.5, 1.0, 2.0], ard_dims=3), 1.7).to(device)
+    ls = torch.tensor([0.5, 1.0, 2.0], dtype=D64, device=device)
+    diff = (X1[:, None, :] - X2[None, :, :]) / ls
+    ref = 1.7 * torch.exp(-0.5 * (diff**2).sum(-1))
+    torch.testing.assert_close(k(X1, X2), ref, rtol=1e-12, atol=1e-14)
+    torch.testing.assert_close(k.diag(X1), torch.full((5,), 1.7, dtype=D64, device=device))
+    # product over dimensions of its 1-D factors
+    torch.testing.assert_close(k.base.factors(X1, X2).prod(0) * 1.7, ref)
+
+
+def test_matern_and_rq_formulas():
+    X1, X2 = _x(6, 2), _x(5, 2, seed=3)
+    r = torch.cdist(X1 / 0.8, X2 / 0.8)
+    s3, s5 = math.sqrt(3) * r, math.sqrt(5) * r
+    refs = {0.5: torch.exp(-r), 1.5: (1 + s3) * torch.exp(-s3),
+            2.5: (1 + s5 + s5**2 / 3) * torch.exp(-s5)}
+    for nu, ref in refs.items():
+        torch.testing.assert_close(Matern(nu, 0.8)(X1, X2), ref, rtol=1e-10, atol=1e-12)
+    rq = RationalQuadratic(0.8, alpha=2.5)(X1, X2)
+    torch.testing.assert_close(rq, (1 + r**2 / 5.0) ** -2.5, rtol=1e-10, atol=1e-12)
+
+
+def test_locally_periodic_is_paper_eq_20():
+    X1, X2 = _x(6, 1), _x(4, 1, seed=4)
+    k = LocallyPeriodic(lengthscale=0.7, period=1.3)
+    d = X1 - X2.T
+    ref = torch.exp(-2 * torch.sin(math.pi * d.abs() / 1.3) ** 2 / 0.49) * torch.exp(-d**2 / 0.98)
+    torch.testing.assert_close(k(X1, X2), ref, rtol=1e-12, atol=1e-14)
+    per = Periodic(lengthscale=0.7, period=1.3)(X1, X2)
+    torch.testing.assert_close(per, torch.exp(-2 * torch.sin(math.pi * d / 1.3) ** 2 / 0.49))
+
+
+@pytest.mark.parametrize("name", sorted(KERNELS))
+def test_vjp_matches_autograd(name, device):
+    X1, X2 = _x(9, 2, device=device), _x(7, 2, seed=5, device=device)
+    k = _randomise(make_kernel(name, 2)).to(device)
+    G = torch.randn(9, 7, dtype=D64, generator=torch.Generator().manual_seed(0)).to(device)
+    grads, inner = k.vjp(X1, X2, G)
+    K = k(X1, X2)
+    params = [p for p in k.parameters() if p.requires_grad]
+    ref = torch.autograd.grad((G * K).sum(), params)
+    torch.testing.assert_close(inner, (G * K).sum().detach(), rtol=1e-11, atol=1e-12)
+    assert set(grads) == set(params)
+    for p, r in zip(params, ref):
+        torch.testing.assert_close(grads[p], r, rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("name", ["rbf-ard", "matern32-ard", "rq-ard", "se+lp"])
+def test_gradcheck_through_kernel(name):
+    X = _x(6, 2)
+    k = _randomise(make_kernel(name, 2))
+    params = list(k.parameters())
+
+    # gradcheck perturbs copies of the parameters; route them in by functional_call
+    def g(*raw):
+        state = {n: v for (n, _), v in zip(k.named_parameters(), raw)}
+        return torch.func.functional_call(k, state, (X, X)).sum()
+
+    inputs = tuple(p.detach().clone().requires_grad_() for p in params)
+    assert torch.autograd.gradcheck(g, inputs)
+
+
+@settings(max_examples=20, deadline=None)
+@given(n1=st.integers(1, 23), n2=st.integers(1, 19), cols=st.integers(1, 4),
+       block=st.integers(1, 30), name=st.sampled_from(["rbf-ard", "matern52-ard", "rq-ard",
+                                                       "periodic", "co2"]))
+def test_chunked_matmul_equals_dense(n1, n2, cols, block, name):
+    X1, X2 = _x(n1, 1, seed=n1), _x(n2, 1, seed=100 + n2)
+    k = _randomise(make_kernel(name, 1))
+    V = torch.randn(n2, cols, dtype=D64, generator=torch.Generator().manual_seed(cols))
+    V.requires_grad_()
+    W = torch.randn(n1, cols, dtype=D64, generator=torch.Generator().manual_seed(7))
+    out = kernel_matmul(k, X1, X2, V, block=block)
+    params = [p for p in k.parameters()]
+    got = torch.autograd.grad((out * W).sum(), [V, *params])
+    dense = k(X1, X2) @ V
+    ref = torch.autograd.grad((dense * W).sum(), [V, *params])
+    torch.testing.assert_close(out, dense.detach(), rtol=1e-12, atol=1e-12)
+    for a, b in zip(got, ref):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-11)
+
+
+def test_chunked_matmul_vector_and_errors():
+    X = _x(10, 2)
+    k = make_kernel("rbf-ard", 2)
+    v = torch.ones(10, dtype=D64)
+    torch.testing.assert_close(kernel_matmul(k, X, X, v, block=3), (k(X) @ v).detach())
+    with pytest.raises(ValueError, match="rows"):
+        kernel_matmul(k, X, X, torch.ones(4, dtype=D64))
+    with pytest.raises(ValueError, match="inputs"):
+        kernel_matmul(k, X.clone().requires_grad_(), X, v)
+
+
+def test_config_round_trip_and_summary():
+    k = _randomise(make_kernel("co2", 1))
+    k2 = from_config(k.config())
+    k2.load_state_dict(k.state_dict())
+    X = _x(5, 1)
+    torch.testing.assert_close(k(X), k2(X))
+    text = k.summary()
+    assert "outputscale" in text and "softplus" in text and "period" in text
+
+
+def test_kernel_argument_errors():
+    with pytest.raises(ValueError, match="ard_dims"):
+        RBF([1.0, 2.0], ard_dims=3)
+    with pytest.raises(ValueError, match="columns"):
+        RBF(1.0, ard_dims=3)(_x(4, 2))
+    with pytest.raises(ValueError, match="greater than"):
+        RBF(-1.0)
+    with pytest.raises(ValueError, match="nu"):
+        Matern(nu=2.0)
+    with pytest.raises(TypeError):
+        RBF() + 3  # noqa: B018
