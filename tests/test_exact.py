@@ -85,10 +85,10 @@ def test_lbfgs_reduces_nlml_and_recovers_noise():
     X = torch.rand(300, 1, generator=g, dtype=torch.float64) * 10
     y = torch.sin(X[:, 0]) + 0.1 * torch.randn(300, generator=g, dtype=torch.float64)
     model = ExactGP(make_kernel("rbf", 1), X, y, noise=1.0)
-    start = float(model.nlml())
+    start = model.nlml().item()
     result = fit_lbfgs(model, max_iter=100)
     assert result.objective < start - 100
-    assert result.objective == pytest.approx(float(model.nlml()), rel=1e-12)
+    assert result.objective == pytest.approx(model.nlml().item(), rel=1e-12)
     assert 0.005 < float(model.noise) < 0.02  # true noise variance 0.01
     assert result.history and result.history[-1]["objective"] >= result.objective
 

@@ -1,0 +1,97 @@
+"""Random Fourier features (Rahimi & Recht 2007), orthogonal variant (Yu et al. 2016).
+
+For a stationary kernel with spectral density p(ω) (unit signal variance),
+φ(x) = D^{-1/2} [cos(Ω x̃), sin(Ω x̃)],  x̃ = x / l,  rows of Ω drawn from p(ω):
+E[φ(x)ᵀφ(x')] = k(x, x'). The frequencies are drawn once (seeded) and kept fixed;
+the lengthscales l are learnable because they scale the inputs, not Ω.
+
+Orthogonal random features: Ω is built from blocks S Q with Q a uniformly random
+orthogonal d x d matrix and S the diagonal of radii with the law of ‖ω‖, which keeps
+each row's marginal law and lowers the variance of the kernel estimate.
+RBF: ω ~ N(0, I).  Matérn-ν: ω ~ multivariate Student-t with 2ν degrees of freedom.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..params import Positive
+from .base import FeatureMap
+
+_NU = {"rbf": None, "matern12": 0.5, "matern32": 1.5, "matern52": 2.5}
+
+
+def draw_frequencies(
+    num: int, d: int, kernel: str = "rbf", orthogonal: bool = True,
+    generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64,
+) -> torch.Tensor:
+    """``num`` x ``d`` spectral frequencies for a unit-lengthscale kernel."""
+    if kernel not in _NU:
+        raise ValueError(f"unknown RFF kernel {kernel!r}; choose one of {sorted(_NU)}")
+    if orthogonal:
+        blocks = []
+        for _ in range(math.ceil(num / d)):
+            Q, R = torch.linalg.qr(torch.randn(d, d, generator=generator, dtype=dtype))
+            Q = Q * torch.sign(torch.diagonal(R))  # Haar-distributed
+            radii = torch.randn(d, d, generator=generator, dtype=dtype).norm(dim=1)  # chi_d
+            blocks.append(radii[:, None] * Q)
+        omega = torch.cat(blocks)[:num]
+    else:
+        omega = torch.randn(num, d, generator=generator, dtype=dtype)
+    nu = _NU[kernel]
+    if nu is not None:  # Student-t: ω = z sqrt(2ν / u), u ~ χ²_{2ν}
+        u = 2.0 * _gamma(nu, num, generator, dtype)
+        omega = omega * torch.sqrt(2 * nu / u)[:, None]
+    return omega
+
+
+def _gamma(shape: float, num: int, generator: torch.Generator | None, dtype) -> torch.Tensor:
+    """Gamma(shape, 1) draws for half-integer shapes, as half a sum of squared normals
+    (χ²_k / 2 ~ Gamma(k/2)), so that a torch.Generator seeds them."""
+    k2 = int(round(2 * shape))
+    z = torch.randn(num, k2, generator=generator, dtype=dtype)
+    return 0.5 * (z * z).sum(1)
+
+
+class RandomFourierFeatures(FeatureMap):
+    """Fourier features of an RBF or Matérn kernel with learnable (ARD) lengthscales.
+
+    ``num_features`` p must be even (p/2 frequencies, a cosine and a sine each).
+    """
+
+    lengthscale = Positive(doc="lengthscale(s) l")
+
+    def __init__(
+        self,
+        d: int,
+        num_features: int = 512,
+        kernel: str = "rbf",
+        lengthscale: float | list[float] = 1.0,
+        ard: bool = True,
+        orthogonal: bool = True,
+        seed: int | torch.Generator | None = 0,
+        dtype: torch.dtype = torch.float64,
+    ) -> None:
+        super().__init__()
+        if num_features < 2 or num_features % 2:
+            raise ValueError(f"num_features must be an even number ≥ 2, got {num_features}")
+        if d < 1:
+            raise ValueError(f"d (input columns) must be ≥ 1, got {d}")
+        gen = seed if isinstance(seed, torch.Generator) else torch.Generator()
+        if isinstance(seed, int):
+            gen.manual_seed(seed)
+        self.d, self.num_features = d, num_features
+        self.kernel, self.orthogonal = kernel, orthogonal
+        self.register_buffer("omega", draw_frequencies(num_features // 2, d, kernel,
+                                                       orthogonal, gen, dtype))
+        ls = torch.as_tensor(lengthscale, dtype=dtype).reshape(-1)
+        self.lengthscale = ls.expand(d).clone() if ard and ls.numel() == 1 else ls
+
+    def forward(self, X: torch.Tensor) -> torch.Tensor:
+        if X.shape[-1] != self.d:
+            raise ValueError(f"features built for {self.d} input columns, got {X.shape[-1]}")
+        proj = (X / self.lengthscale) @ self.omega.mT
+        scale = math.sqrt(2.0 / self.num_features)
+        return torch.cat([torch.cos(proj), torch.sin(proj)], dim=-1) * scale
