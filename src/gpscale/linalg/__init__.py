@@ -2,9 +2,20 @@
 
 from .cg import CGInfo, cg
 from .cholesky import CholeskyError, NumericalWarning, robust_cholesky
+from .kron import (
+    khatri_rao_cols_matmul,
+    khatri_rao_cols_rmatmul,
+    khatri_rao_rows_matmul,
+    kr_kron_select,
+    kr_kron_select_direct,
+    kron_matmul,
+    kron_top_p,
+)
 from .woodbury import woodbury_factor, woodbury_logdet, woodbury_solve
 
 __all__ = [
     "cg", "CGInfo", "robust_cholesky", "CholeskyError", "NumericalWarning",
-    "woodbury_factor", "woodbury_logdet", "woodbury_solve",
+    "woodbury_factor", "woodbury_logdet", "woodbury_solve", "kron_matmul", "kron_top_p",
+    "khatri_rao_rows_matmul", "khatri_rao_cols_matmul", "khatri_rao_cols_rmatmul",
+    "kr_kron_select", "kr_kron_select_direct",
 ]

@@ -2,5 +2,7 @@
 
 from .exact import ExactGP, gaussian_nll
 from .feature import FeatureGP, chunk_statistics
+from .grief import GriefIPosterior, OrthogonalGrief, grief_preconditioner
 
-__all__ = ["ExactGP", "FeatureGP", "chunk_statistics", "gaussian_nll"]
+__all__ = ["ExactGP", "FeatureGP", "chunk_statistics", "gaussian_nll", "GriefIPosterior",
+           "OrthogonalGrief", "grief_preconditioner"]

@@ -1,6 +1,10 @@
 """Trainers: each takes a model (and data) and returns a :class:`FitResult`."""
 
+from .grief import default_num_features, fit_grief_i, fit_grief_ii, init_exact, separable_kernel
 from .lbfgs import fit_lbfgs
+from .mcmc import MCMCResult, effective_sample_size, lognormal_from_mode_variance, mala
 from .result import FitResult, theta_of
 
-__all__ = ["fit_lbfgs", "FitResult", "theta_of"]
+__all__ = ["fit_lbfgs", "FitResult", "theta_of", "fit_grief_ii", "fit_grief_i",
+           "default_num_features", "init_exact", "separable_kernel", "mala", "MCMCResult",
+           "effective_sample_size", "lognormal_from_mode_variance"]

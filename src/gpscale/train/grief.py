@@ -1,0 +1,229 @@
+"""GP-GRIEF-II (ML-II of the base-kernel hyperparameters and σ²) and GP-GRIEF-I
+(MALA over re-weighted eigenfunctions), Evans & Nair 2018, §5-6.
+
+The model is a :class:`~gpscale.models.FeatureGP` with the GRIEF features
+Φ = K_XU Q S_pᵀ Λ_p^{-1/2} (eq. 4) and W = s I (s the signal variance), so
+K̃ = s Φ Φᵀ (eq. 3); its NLML (eq. 1 via eq. 18 with W = s I) costs O(p³) after a
+streaming pass for ΦᵀΦ and Φᵀy, with exact gradients in the lengthscales through Φ
+(a second streaming pass). L-BFGS as every ML-II trainer here.
+
+The paper's protocol: p = min(1000, 10^⌊log10 n⌋), m̄ = 10, and the base kernel's
+hyperparameters initialised by exact-GP ML-II on min(n, 1000) random points.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import torch
+
+from ..features.grief import KERNELS_1D, GriefFeatures
+from ..kernels import RBF, Kernel, Matern, Scale
+from ..models import ExactGP, FeatureGP
+from ..models.grief import GriefIPosterior, OrthogonalGrief
+from ..validation import check_xy
+from .lbfgs import fit_lbfgs
+from .mcmc import MCMCResult, lognormal_from_mode_variance, mala
+from .result import FitResult
+
+_NU = {"matern12": 0.5, "matern32": 1.5, "matern52": 2.5}
+
+
+def default_num_features(n: int) -> int:
+    """p = min(1000, 10^⌊log10 n⌋) (the paper's GRIEF-II choice)."""
+    if n < 1:
+        raise ValueError(f"n must be ≥ 1, got {n}")
+    return int(min(1000, 10 ** math.floor(math.log10(n))))
+
+
+def separable_kernel(kernel: str, d: int, lengthscale: torch.Tensor | float = 1.0) -> Kernel:
+    """The exact separable base kernel Πᵢ kᵢ(xᵢ, zᵢ) that GRIEF approximates (unit
+    variance): RBF-ARD (separable as it is) or a product of 1-D Matérns."""
+    ls = torch.as_tensor(lengthscale, dtype=torch.float64).reshape(-1).expand(d)
+    if kernel == "rbf":
+        return RBF(ls.clone(), ard_dims=d)
+    if kernel not in _NU:
+        raise ValueError(f"unknown GRIEF base kernel {kernel!r}; choose one of {KERNELS_1D}")
+    k: Kernel = Matern(_NU[kernel], float(ls[0]), active_dims=[0])
+    for i in range(1, d):
+        k = k * Matern(_NU[kernel], float(ls[i]), active_dims=[i])
+    return k
+
+
+def _lengthscales(kernel: Kernel) -> torch.Tensor:
+    """Lengthscales of an RBF-ARD kernel or of a product of 1-D Matérns, in column order."""
+    if isinstance(kernel, RBF):
+        return kernel.lengthscale.detach().reshape(-1)
+    parts: list[Kernel] = []
+
+    def walk(k):
+        if isinstance(k, Matern):
+            parts.append(k)
+        else:
+            for sub in k.kernels:
+                walk(sub)
+
+    walk(kernel)
+    parts.sort(key=lambda k: k.active_dims[0])
+    return torch.cat([k.lengthscale.detach().reshape(-1) for k in parts])
+
+
+def init_exact(
+    X: torch.Tensor, y: torch.Tensor, kernel: str = "rbf", num_points: int = 1000,
+    max_iter: int = 100, seed: int | None = 0,
+) -> dict[str, torch.Tensor]:
+    """The paper's initialisation: exact-GP ML-II (L-BFGS) of the separable base kernel
+    with a signal variance on min(n, ``num_points``) random points. Starts from
+    lengthscale = column std, signal variance = var(y), σ² = var(y)/10.
+    Returns ``{"lengthscale", "outputscale", "noise"}``."""
+    n, d = X.shape
+    gen = torch.Generator().manual_seed(int(seed or 0))
+    sub = torch.randperm(n, generator=gen)[: min(n, num_points)].to(X.device)
+    Xs, ys = X[sub], y[sub]
+    scale = Xs.std(0).nan_to_num(1.0).clamp_min(1e-3) if Xs.shape[0] > 1 else torch.ones(d)
+    var_y = float(ys.var()) if ys.numel() > 1 else 1.0
+    var_y = var_y if var_y > 0 else 1.0
+    model = ExactGP(Scale(separable_kernel(kernel, d, scale.cpu()), var_y), Xs, ys,
+                    noise=0.1 * var_y, device=X.device)
+    fit_lbfgs(model, max_iter=max_iter, method="exact-init")
+    return {"lengthscale": _lengthscales(model.kernel.base),
+            "outputscale": model.kernel.outputscale.detach().reshape(()),
+            "noise": model.noise.detach().reshape(())}
+
+
+def fit_grief_ii(
+    X,
+    y,
+    p: int | None = None,
+    m_bar: int = 10,
+    kernel: str = "rbf",
+    init: str = "exact",
+    init_points: int = 1000,
+    lengthscale: float | list[float] | torch.Tensor | None = None,
+    outputscale: float | None = None,
+    noise: float | None = None,
+    max_iter: int = 100,
+    init_max_iter: int = 100,
+    chunk: int | None = None,
+    seed: int | None = 0,
+    progress: bool = False,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> tuple[FeatureGP, FitResult]:
+    """Train GP-GRIEF-II; returns the fitted ``FeatureGP`` and the :class:`FitResult`.
+
+    ``p`` defaults to min(1000, 10^⌊log10 n⌋); ``m_bar`` grid points per dimension
+    (m = m̄ᵈ inducing points). ``init="exact"`` initialises (lengthscale, signal
+    variance, σ²) by exact ML-II on min(n, ``init_points``) random points (the paper);
+    ``init="none"`` starts from ``lengthscale``/``outputscale``/``noise`` (defaults
+    1, var(y), var(y)/10); explicit values override the exact initialisation. X and y
+    are used as given (standardise them first, as ``gpscale.fit`` does). The
+    result's ``wall_s`` includes the initialisation.
+    """
+    if init not in ("exact", "none"):
+        raise ValueError(f"init must be 'exact' or 'none', got {init!r}")
+    if kernel not in KERNELS_1D:
+        raise ValueError(f"unknown GRIEF base kernel {kernel!r}; choose one of {KERNELS_1D}")
+    X, y = check_xy(X, y, dtype, device)
+    n, d = X.shape
+    p = default_num_features(n) if p is None else int(p)
+    if p < 1:
+        raise ValueError(f"p (number of eigenfunctions) must be ≥ 1, got {p}")
+    for name, v in (("outputscale", outputscale), ("noise", noise)):
+        if v is not None and not v > 0:
+            raise ValueError(f"{name} must be positive, got {v}")
+    t0 = time.perf_counter()
+    var_y = float(y.var()) if n > 1 and float(y.var()) > 0 else 1.0
+    theta = {"lengthscale": torch.ones(d, dtype=dtype), "outputscale": torch.tensor(var_y),
+             "noise": torch.tensor(0.1 * var_y)}
+    if init == "exact":
+        theta = init_exact(X, y, kernel, init_points, init_max_iter, seed)
+    if lengthscale is not None:
+        theta["lengthscale"] = torch.as_tensor(lengthscale, dtype=dtype)
+    if outputscale is not None:
+        theta["outputscale"] = torch.tensor(float(outputscale))
+    if noise is not None:
+        theta["noise"] = torch.tensor(float(noise))
+    features = GriefFeatures(X, p, m_bar=m_bar, kernel=kernel,
+                             lengthscale=theta["lengthscale"].cpu(), dtype=dtype,
+                             device=X.device)
+    model = FeatureGP(features, X, y, noise=float(theta["noise"]), weights="scalar",
+                      chunk=chunk, dtype=dtype, device=X.device)
+    model.weight = torch.full_like(model.weight, float(theta["outputscale"]))
+    result = fit_lbfgs(model, max_iter=max_iter, seed=seed, progress=progress,
+                       method="grief-ii")
+    result.wall_s = time.perf_counter() - t0
+    return model, result
+
+
+def fit_grief_i(
+    X,
+    y,
+    p: int = 1000,
+    m_bar: int = 10,
+    kernel: str = "rbf",
+    n_iter: int = 10_000,
+    burn: int = 1000,
+    thin: int = 50,
+    init_points: int = 1000,
+    init_max_iter: int = 100,
+    w_prior: tuple[float, float] = (1.0, 100.0),
+    noise_prior_variance: float = 0.04,
+    chunk: int | None = None,
+    seed: int | None = 0,
+    progress: bool = False,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> tuple[GriefIPosterior, MCMCResult]:
+    """GP-GRIEF-I: MALA over the eigenfunction weights w and σ² of the re-weighted
+    kernel (eq. 16), with the base-kernel θ fixed at the exact-GP initialisation.
+
+    Each step is O(p̃) (:class:`OrthogonalGrief`, §5). Priors as the paper: log-normal
+    with (mode, variance) ``w_prior`` = (1, 100) for every wᵢ and (σ₀², 0.04) for σ²;
+    sampling on z = log(w, σ²) with the log-Jacobian Σ z in the target, from the
+    prior mode; ``burn`` warm-up draws (step size adapted, then fixed) are discarded
+    and every ``thin``-th kept. Returns the mixture predictor and the chain.
+    """
+    if kernel not in KERNELS_1D:
+        raise ValueError(f"unknown GRIEF base kernel {kernel!r}; choose one of {KERNELS_1D}")
+    X, y = check_xy(X, y, dtype, device)
+    n = X.shape[0]
+    theta = init_exact(X, y, kernel, init_points, init_max_iter, seed)
+    features = GriefFeatures(X, p, m_bar=m_bar, kernel=kernel,
+                             lengthscale=theta["lengthscale"].cpu(), dtype=dtype,
+                             device=X.device)
+    features.raw_lengthscale.requires_grad_(False)
+    stats_model = FeatureGP(features, X, y, weights="fixed", chunk=chunk, dtype=dtype,
+                            device=X.device)
+    gram, proj, yy = stats_model.statistics()
+    s0 = theta["outputscale"].to(dtype=dtype, device=X.device)
+    orth = OrthogonalGrief.from_statistics(gram * s0, proj * s0.sqrt(), yy, n,
+                                           normalize=False)
+    noise0 = float(theta["noise"])
+    mu_w, tau2_w = lognormal_from_mode_variance(*w_prior)
+    mu_n, tau2_n = lognormal_from_mode_variance(noise0, noise_prior_variance)
+    k = orth.rank
+    mu = torch.full((k + 1,), mu_w, dtype=dtype, device=X.device)
+    mu[-1] = mu_n
+    tau2 = torch.full((k + 1,), tau2_w, dtype=dtype, device=X.device)
+    tau2[-1] = tau2_n
+
+    def log_target(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        v = torch.exp(z)
+        if not torch.isfinite(v).all() or (v <= 0).any():
+            return torch.tensor(-math.inf, dtype=dtype), torch.zeros_like(z)
+        nlml, g_w, g_noise = orth.nlml_and_grad(v[:-1], v[-1])
+        # log-normal prior density of v plus the log-Jacobian Σ z of v = e^z:
+        # [−log v − ½ log 2πτ² − (log v − μ)²/(2τ²)] + z  (the −log v and z cancel)
+        log_prior = (-z - 0.5 * torch.log(2 * math.pi * tau2)
+                     - (z - mu) ** 2 / (2 * tau2)).sum() + z.sum()
+        grad = torch.cat([-g_w * v[:-1], (-g_noise * v[-1]).reshape(1)]) - (z - mu) / tau2
+        return -nlml + log_prior, grad
+
+    z0 = torch.zeros(k + 1, dtype=dtype, device=X.device)
+    z0[-1] = math.log(noise0)  # the prior modes: w = 1, σ² = σ₀²
+    chain = mala(log_target, z0, n_iter=n_iter, warmup=burn, thin=thin, seed=seed,
+                 progress=progress)
+    v = torch.exp(chain.samples)
+    return GriefIPosterior(features, s0, orth, v[:, :-1], v[:, -1]), chain
