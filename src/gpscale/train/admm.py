@@ -1,0 +1,229 @@
+"""GPCV-ADMM trainers (Xu, Yin, Zhang, Luo, Cui): hold-out CV (Algorithm 1), and the
+K-fold schemes of §3.2 (:mod:`gpscale.train.admm_kfold`), plus a CG predictive mean.
+
+``fit_admm_hocv(model)`` splits the model's data into D_T and D_V (seeded, validation
+fraction ½ by default), runs Algorithm 1 (see :mod:`gpscale.train.admm_core`) and
+leaves the model holding the learned hyperparameters. Nothing here is O(n³): the
+z-steps and the final predictive solve are (preconditioned) conjugate gradients.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import time
+import warnings
+from typing import Any
+
+import torch
+from tqdm.auto import tqdm
+
+from ..linalg import cg
+from ..models.exact import ExactGP
+from ..validation import as_matrix
+from .admm_core import ADMMOptions, HoldoutADMM, low_rank_inverse, pivoted_cholesky
+from .result import FitResult, theta_of
+
+
+class ADMMDivergenceError(RuntimeError):
+    """GPCV-ADMM diverged; ``result`` holds the best hyperparameters kept (the model
+    holds them too)."""
+
+    def __init__(self, message: str, result: FitResult) -> None:
+        super().__init__(message)
+        self.result = result
+
+
+def make_options(options: ADMMOptions | None = None, **overrides: Any) -> ADMMOptions:
+    """ADMMOptions from a base (default: the paper's) and keyword overrides."""
+    base = options if options is not None else ADMMOptions()
+    names = {f.name for f in dataclasses.fields(ADMMOptions)}
+    unknown = sorted(set(overrides) - names)
+    if unknown:
+        raise ValueError(f"unknown GPCV-ADMM option(s) {unknown}; valid: {sorted(names)}")
+    opts = dataclasses.replace(base, **overrides)
+    opts.check()
+    return opts
+
+
+def _generator(seed: int | torch.Generator | None) -> torch.Generator:
+    if isinstance(seed, torch.Generator):
+        return seed
+    g = torch.Generator()
+    if seed is not None:
+        g.manual_seed(int(seed))
+    return g
+
+
+def holdout_split(n: int, val_fraction: float = 0.5,
+                  seed: int | torch.Generator | None = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """Random (train, validation) index split of range(n), seeded, on the CPU."""
+    if not 0.0 < val_fraction < 1.0:
+        raise ValueError(f"val_fraction must lie in (0, 1), got {val_fraction!r}")
+    n_v = int(round(val_fraction * n))
+    if n_v < 1 or n - n_v < 1:
+        raise ValueError(f"n={n} points are too few for val_fraction={val_fraction}: "
+                         "both parts need at least one point")
+    perm = torch.randperm(n, generator=_generator(seed))
+    return perm[n_v:].sort().values, perm[:n_v].sort().values
+
+
+def run_holdout(state: HoldoutADMM, max_iter: int, progress: bool = False,
+                desc: str = "GPCV-ADMM", t0: float | None = None) -> dict[str, Any]:
+    """Iterate Algorithm 1 until ‖Δθ‖ < ε (and the residual below ``res_tol`` if set),
+    ``max_iter``, divergence or Ctrl-C. On divergence or Ctrl-C the best feasible
+    iterate (lowest validation MSE among those with a relative constraint residual
+    below ``feasible_tol``; the start is one) is restored. Returns a plain dict
+    (history, reason, message, best_iter) so that it can cross process boundaries."""
+    o, model = state.opts, state.model
+    t0 = time.perf_counter() if t0 is None else t0
+
+    def record(it: int, extra: dict[str, float]) -> dict[str, Any]:
+        return {"iter": it, **extra, "objective": extra["cv_loss"],
+                "theta": theta_of(model), "time_s": time.perf_counter() - t0}
+
+    history = [record(0, state.diagnostics())]
+    best = (history[0]["cv_loss"], 0, state.theta(), state.z.clone(), state.lam.clone())
+    reason, message = "max_iter", ""
+    bar = tqdm(total=max_iter, desc=desc, disable=not progress, leave=False)
+    try:
+        for it in range(1, max_iter + 1):
+            rec = record(it, state.iterate())
+            history.append(rec)
+            bar.update(1)
+            bar.set_postfix(cv=f"{rec['cv_loss']:.4g}", res=f"{rec['residual']:.2g}")
+            finite = all(math.isfinite(rec[k]) for k in ("cv_loss", "lrho", "residual",
+                                                        "z_norm", "dtheta"))
+            finite = finite and bool(torch.isfinite(state.theta()).all())
+            if not finite or rec["residual"] > o.diverge_tol:
+                what = ("a non-finite value (NaN/inf) in L_ρ, z or θ" if not finite else
+                        f"an exploding constraint residual ‖Cz − y_T‖/‖y_T‖ = "
+                        f"{rec['residual']:.3g} > diverge_tol = {o.diverge_tol:g}")
+                reason = "diverged"
+                message = (f"GPCV-ADMM diverged at iteration {it}: {what}. Kept the best "
+                           f"hyperparameters so far (iteration {best[1]}, validation MSE "
+                           f"{best[0]:.4g}). Try a larger rho, a smaller rho_dual, a "
+                           "smaller max_step or better initial hyperparameters.")
+                break
+            if rec["residual"] <= o.feasible_tol and rec["cv_loss"] < best[0]:
+                best = (rec["cv_loss"], it, state.theta(), state.z.clone(), state.lam.clone())
+            if rec["dtheta"] < o.eps and (o.res_tol is None or rec["residual"] <= o.res_tol):
+                reason = "converged"
+                break
+    except KeyboardInterrupt:
+        reason, message = "interrupted", "interrupted (Ctrl-C): kept the best hyperparameters"
+    finally:
+        bar.close()
+    best_iter = len(history) - 1
+    if reason in ("diverged", "interrupted"):
+        state.set_theta(best[2])
+        state.z, state.lam, best_iter = best[3], best[4], best[1]
+    return {"history": history, "reason": reason, "message": message,
+            "best_iter": best_iter, "cv_loss": history[best_iter]["cv_loss"],
+            "n_evals": state.n_evals}
+
+
+def finish(out: dict[str, Any], model: ExactGP, method: str, t0: float,
+           on_divergence: str) -> FitResult:
+    """FitResult from a run's dict; warn or raise on divergence (model keeps best θ)."""
+    result = FitResult(method=method, theta=theta_of(model), objective=out["cv_loss"],
+                       history=out["history"], converged=out["reason"] == "converged",
+                       reason=out["reason"], wall_s=time.perf_counter() - t0,
+                       n_evals=out["n_evals"])
+    if out["reason"] == "diverged":
+        if on_divergence == "raise":
+            raise ADMMDivergenceError(out["message"], result)
+        warnings.warn(out["message"], RuntimeWarning, stacklevel=3)
+    return result
+
+
+def _check_common(model: ExactGP, on_divergence: str) -> None:
+    if not isinstance(model, ExactGP):
+        raise ValueError(f"model must be an ExactGP, got {type(model).__name__}")
+    if on_divergence not in ("warn", "raise"):
+        raise ValueError(f"on_divergence must be 'warn' or 'raise', got {on_divergence!r}")
+
+
+def fit_admm_hocv(
+    model: ExactGP,
+    *,
+    val_fraction: float = 0.5,
+    seed: int | torch.Generator | None = 0,
+    options: ADMMOptions | None = None,
+    progress: bool = False,
+    on_divergence: str = "warn",
+    **overrides: Any,
+) -> FitResult:
+    """Hold-out GPCV-ADMM (Algorithm 1) on the model's data; method ``admm-hocv``.
+
+    The validation part D_V is a seeded random ``val_fraction`` of the points. Options
+    are :class:`ADMMOptions` fields (``rho=5, eps=1e-2, max_iter=100, ...``), given as
+    ``options`` and/or keywords. ``objective`` and the history's ``cv_loss`` are the
+    validation MSE ‖y_V − K_VT z‖²/n_V. On divergence the best θ is kept and a
+    RuntimeWarning (``on_divergence="warn"``) or :class:`ADMMDivergenceError` is raised.
+    """
+    _check_common(model, on_divergence)
+    opts = make_options(options, **overrides)
+    t0 = time.perf_counter()
+    idx_T, idx_V = holdout_split(model.n, val_fraction, seed)
+    idx_T, idx_V = idx_T.to(model.X.device), idx_V.to(model.X.device)
+    state = HoldoutADMM(model, model.X[idx_T], model.y[idx_T], model.X[idx_V],
+                        model.y[idx_V], opts)
+    state.init()
+    out = run_holdout(state, opts.max_iter, progress, "GPCV-ADMM (hold-out)", t0)
+    return finish(out, model, "admm-hocv", t0, on_divergence)
+
+
+#: method names for ``--method`` and the estimator
+ADMM_METHODS = ("admm-hocv", "admm-kfold", "admm-consensus")
+
+
+def fit_admm(model: ExactGP, method: str = "admm-hocv", **kwargs: Any) -> FitResult:
+    """Dispatch on the method name: ``admm-hocv`` → :func:`fit_admm_hocv`, ``admm-kfold``
+    → :func:`~gpscale.train.admm_kfold.fit_admm_kfold`, ``admm-consensus`` →
+    :func:`~gpscale.train.admm_kfold.fit_admm_consensus` (keywords passed through)."""
+    from .admm_kfold import fit_admm_consensus, fit_admm_kfold
+
+    fits = dict(zip(ADMM_METHODS, (fit_admm_hocv, fit_admm_kfold, fit_admm_consensus)))
+    if method not in fits:
+        raise ValueError(f"unknown method {method!r}; choose one of {list(ADMM_METHODS)}")
+    return fits[method](model, **kwargs)
+
+
+# -- prediction without O(n³) -------------------------------------------------------------
+
+def cg_predict(
+    model: ExactGP,
+    X_new,
+    *,
+    tol: float = 1e-8,
+    max_iter: int | None = None,
+    precond_rank: int = 50,
+    block: int | None = None,
+    return_info: bool = False,
+):
+    """Posterior mean K(X*, X) C⁻¹ (y − m) + m with C⁻¹(y − m) from preconditioned CG
+    (preconditioner L Lᵀ + σ²I, L a rank-``precond_rank`` pivoted Cholesky factor of K,
+    applied by Woodbury; 0 = no preconditioner). Products with K are chunked
+    (``block`` rows): O(n² · iterations) time, O(n · block) memory, no O(n³) step.
+    With ``return_info`` also returns the :class:`~gpscale.linalg.CGInfo`."""
+    Xs = as_matrix(X_new, "X_new", model.X.dtype, model.X.device)
+    if Xs.shape[1] != model.X.shape[1]:
+        raise ValueError(f"X_new has {Xs.shape[1]} columns but the model was trained on "
+                         f"{model.X.shape[1]}")
+    if isinstance(precond_rank, bool) or not isinstance(precond_rank, int) or precond_rank < 0:
+        raise ValueError(f"precond_rank must be an int >= 0, got {precond_rank!r}")
+    with torch.no_grad():
+        s2 = model.noise.detach()
+        r = model.y - model.mean_constant.detach()
+
+        def matvec(V: torch.Tensor) -> torch.Tensor:
+            return model.kernel.matmul(model.X, model.X, V, block) + s2 * V
+
+        precond = None
+        if precond_rank > 0:
+            precond = low_rank_inverse(pivoted_cholesky(model.kernel, model.X, precond_rank), s2)
+
+        alpha, info = cg(matvec, r, precond=precond, tol=tol, max_iter=max_iter)
+        mean = model.kernel.matmul(Xs, model.X, alpha, block) + model.mean_constant.detach()
+    return (mean, info) if return_info else mean

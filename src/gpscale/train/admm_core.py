@@ -1,0 +1,414 @@
+"""Hold-out GPCV-ADMM machinery (Xu, Yin, Zhang, Luo, Cui; Algorithm 1).
+
+Hold-out CV loss (eq. 9) with the auxiliary variable z = C⁻¹ y_T (eq. 8, 10):
+
+    min_θ,z ‖y_V − K_VT z‖²   s.t.   C z = y_T,      C = K_TT + σ² I,
+
+solved with the augmented Lagrangian (eq. 11)
+
+    L_ρ(θ, z, λ) = ‖y_V − K_VT z‖² + λᵀ(C z − y_T) + ρ/2 ‖C z − y_T‖²
+
+by alternating a θ-step (11a/12: a few Armijo-backtracked gradient steps in the
+unconstrained raw space of *all* hyperparameters, noise included), a z-step (11b,
+13–14: conjugate gradients on the quadratic, only products with K_VT, K_VTᵀ and C)
+and the dual step (11c, with an optional separate ρ′).
+
+The θ-gradient is the appendix's eq. (17–18) written as two kernel contractions with
+rank-1 weights (e = y_V − K_VT z, r = C z − y_T, w = λ + ρ r):
+
+    ∂L_ρ/∂θ_h = ⟨−2 e zᵀ, ∂K_VT/∂θ_h⟩ + ⟨w zᵀ, ∂K_TT/∂θ_h⟩,    ∂L_ρ/∂σ² = wᵀ z,
+
+evaluated over row blocks with ``kernel.vjp``: O(p · n · n_T) time, O(block · n_T)
+memory, no O(n³) step. Kernel blocks are held densely when they fit in
+``dense_bytes`` and recomputed block-wise (``kernel.matmul``) otherwise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+
+from ..kernels import Kernel
+from ..kernels.chunked import auto_block, kernel_matmul
+from ..linalg import cg, woodbury_factor
+from ..models.exact import ExactGP
+from ..params import positive_params
+
+
+@dataclass
+class ADMMOptions:
+    """Settings of one hold-out ADMM run (paper defaults: ρ = 5, ε = 1e-2, 100 iterations).
+
+    rho: ρ of the augmented Lagrangian; rho_dual: ρ′ of the dual step (11c), None = ρ.
+    lam0: initial dual λ⁰ = lam0 · 1 (paper: 1). eps: stop when ‖Δθ‖ < eps (θ in its
+    constrained units, as in the paper); res_tol: additionally require the relative
+    constraint residual ‖Cz − y_T‖/‖y_T‖ below it (None: the paper's rule only).
+    theta_steps: Armijo steps per θ-step; direction: "gd" (steepest descent, as in
+    eq. 12) or "lbfgs" (the same gradient scaled by an L-BFGS two-loop recursion whose
+    curvature pairs persist across ADMM iterations; falls back to −g when it is not a
+    descent direction); max_step: longest raw-space move of one step.
+    cg_tol / cg_max_iter: the z-step's CG (None = 10 n_T iterations); precond_rank:
+    rank of the pivoted-Cholesky factor L (K_TT ≈ L Lᵀ) whose P = L Lᵀ + σ²I ≈ C gives
+    the z-step preconditioner (2/ρ) P⁻² ≈ (ρ/2 C²)⁻¹ (Woodbury, O(n_T r²); 0 = none).
+    memory: "auto" | "dense" | "chunked"; dense_bytes: budget of the dense blocks.
+    diverge_tol: a relative constraint residual above this counts as divergence;
+    feasible_tol: iterates with a residual below this compete for "best θ".
+    """
+
+    rho: float = 5.0
+    rho_dual: float | None = None
+    lam0: float = 1.0
+    eps: float = 1e-2
+    res_tol: float | None = None
+    max_iter: int = 100
+    theta_steps: int = 3
+    direction: str = "lbfgs"
+    lbfgs_memory: int = 10
+    max_step: float = 1.0
+    armijo_c: float = 1e-4
+    armijo_shrink: float = 0.5
+    max_backtracks: int = 40
+    cg_tol: float = 1e-8
+    cg_max_iter: int | None = 500
+    precond_rank: int = 100
+    memory: str = "auto"
+    dense_bytes: int = 2**30
+    block: int | None = None
+    diverge_tol: float = 1e3
+    feasible_tol: float = 0.1
+
+    def check(self) -> None:
+        """Raise ValueError naming the first bad option."""
+        for name in ("rho", "eps", "max_step", "cg_tol", "diverge_tol", "feasible_tol"):
+            v = getattr(self, name)
+            if not (isinstance(v, (int, float)) and math.isfinite(v) and v > 0):
+                raise ValueError(f"{name} must be a positive finite number, got {v!r}")
+        if self.rho_dual is not None and not (math.isfinite(self.rho_dual)
+                                              and self.rho_dual > 0):
+            raise ValueError(f"rho_dual must be positive (or None = rho), got {self.rho_dual!r}")
+        if not math.isfinite(self.lam0):
+            raise ValueError(f"lam0 must be finite, got {self.lam0!r}")
+        for name in ("max_iter", "theta_steps", "precond_rank"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise ValueError(f"{name} must be an int >= 0, got {v!r}")
+        if self.direction not in ("gd", "lbfgs"):
+            raise ValueError(f"direction must be 'gd' or 'lbfgs', got {self.direction!r}")
+        if self.memory not in ("auto", "dense", "chunked"):
+            raise ValueError(f"memory must be 'auto', 'dense' or 'chunked', got {self.memory!r}")
+        if not 0 < self.armijo_shrink < 1 or not 0 < self.armijo_c < 1:
+            raise ValueError("armijo_shrink and armijo_c must lie in (0, 1)")
+
+
+def rank1_vjp(kernel: Kernel, X1: torch.Tensor, X2: torch.Tensor, a: torch.Tensor,
+              b: torch.Tensor, block: int) -> dict[torch.Tensor, torch.Tensor]:
+    """Gradients of aᵀ K(X1, X2) b in every trainable kernel parameter, contracting
+    ``block`` rows at a time (G = a bᵀ is never held whole)."""
+    out: dict[torch.Tensor, torch.Tensor] = {}
+    for s in range(0, X1.shape[0], block):
+        part, _ = kernel.vjp(X1[s:s + block], X2, a[s:s + block, None] * b[None, :])
+        for p, g in part.items():
+            out[p] = out[p] + g if p in out else g.clone()
+    return out
+
+
+def pivoted_cholesky(kernel: Kernel, X: torch.Tensor, rank: int, rel_tol: float = 1e-10,
+                     K: torch.Tensor | None = None) -> torch.Tensor:
+    """Partial pivoted Cholesky L (n x m, m ≤ rank) of K(X, X) ≈ L Lᵀ: greedy pivot on
+    the largest remaining diagonal, one kernel row per pivot (read from ``K`` when the
+    dense matrix is at hand), O(n m²) time."""
+    n = X.shape[0]
+    L = X.new_zeros(n, min(rank, n))
+    with torch.no_grad():
+        d = (K.diagonal() if K is not None else kernel.diag(X)).clone()
+        scale = float(d.max()) if n else 0.0
+        for m in range(L.shape[1]):
+            i = int(torch.argmax(d))
+            if float(d[i]) <= rel_tol * scale:
+                return L[:, :m]
+            row = K[i] if K is not None else kernel(X[i:i + 1], X)[0]
+            row = row - L[:, :m] @ L[i, :m]
+            L[:, m] = row / math.sqrt(float(d[i]))
+            d = (d - L[:, m] ** 2).clamp_min(0.0)
+            d[i] = 0.0
+    return L
+
+
+def low_rank_inverse(L: torch.Tensor, s2: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+    """R ↦ (L Lᵀ + σ²I)⁻¹ R by Woodbury (one r x r Cholesky, r = L.shape[1])."""
+    if L.shape[1] == 0:
+        return lambda R: R / s2
+    F = woodbury_factor(L.mT @ L, s2, torch.ones((), dtype=L.dtype, device=L.device))
+    return lambda R: (R - L @ torch.cholesky_solve(L.mT @ R, F)) / s2
+
+
+class KernelOps:
+    """Products with K_VT, K_VTᵀ and C = K_TT + σ²I at the kernel's current θ.
+
+    Dense mode holds K_VT and K_TT (one kernel evaluation per θ, then BLAS products);
+    chunked mode recomputes row blocks on every product. In chunked mode the kernel's
+    parameters must not change while the object is in use.
+    """
+
+    def __init__(self, kernel: Kernel, noise: torch.Tensor, X_T: torch.Tensor,
+                 X_V: torch.Tensor, dense: bool, block: int | None) -> None:
+        self.kernel, self.X_T, self.X_V, self.dense = kernel, X_T, X_V, dense
+        self.s2 = noise.detach()
+        self.block = block
+        with torch.no_grad():
+            self.KVT = kernel(X_V, X_T) if dense else None
+            self.KTT = kernel(X_T, X_T) if dense else None
+        self._pinv: dict[int, Callable[[torch.Tensor], torch.Tensor]] = {}
+
+    def c_inv_approx(self, rank: int) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """P⁻¹ with P = L Lᵀ + σ²I ≈ C (rank-``rank`` pivoted Cholesky); None if rank 0."""
+        if rank <= 0:
+            return None
+        if rank not in self._pinv:
+            self._pinv[rank] = low_rank_inverse(
+                pivoted_cholesky(self.kernel, self.X_T, rank, K=self.KTT), self.s2)
+        return self._pinv[rank]
+
+    def _mm(self, X1: torch.Tensor, X2: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return kernel_matmul(self.kernel, X1, X2, v, block=self.block)
+
+    def kvt(self, v: torch.Tensor) -> torch.Tensor:
+        """K_VT v."""
+        return self.KVT @ v if self.dense else self._mm(self.X_V, self.X_T, v)
+
+    def kvt_t(self, u: torch.Tensor) -> torch.Tensor:
+        """K_VTᵀ u (= K_TV u: kernels are symmetric)."""
+        return self.KVT.mT @ u if self.dense else self._mm(self.X_T, self.X_V, u)
+
+    def c(self, v: torch.Tensor) -> torch.Tensor:
+        """C v = K_TT v + σ² v."""
+        kv = self.KTT @ v if self.dense else self._mm(self.X_T, self.X_T, v)
+        return kv + self.s2 * v
+
+
+class HoldoutADMM:
+    """State (θ, z, λ) of Algorithm 1 on one split; the model holds θ.
+
+    ``model`` is an :class:`ExactGP` whose kernel and noise are the hyperparameters
+    (its own X, y are not used); its mean constant is held fixed. ``prox`` terms
+    (consensus ADMM, eq. 16) add μᵀ(θ − θ̄) + τ/2 ‖θ − θ̄‖² to the θ-step objective.
+    """
+
+    def __init__(self, model: ExactGP, X_T: torch.Tensor, y_T: torch.Tensor,
+                 X_V: torch.Tensor, y_V: torch.Tensor, opts: ADMMOptions) -> None:
+        opts.check()
+        if X_T.shape[0] < 1 or X_V.shape[0] < 1:
+            raise ValueError("both the training and the validation part need at least one "
+                             f"point (got n_T={X_T.shape[0]}, n_V={X_V.shape[0]})")
+        self.model, self.opts = model, opts
+        m = model.mean_constant.detach()
+        self.X_T, self.X_V = X_T, X_V
+        self.y_T, self.y_V = y_T - m, y_V - m
+        self.kparams = [p for p in model.kernel.parameters() if p.requires_grad]
+        self.params = self.kparams + ([model.raw_noise] if model.raw_noise.requires_grad
+                                      else [])
+        if not self.params:
+            raise ValueError("the model has no trainable hyperparameters")
+        n_T, n_V = X_T.shape[0], X_V.shape[0]
+        dense_need = (n_T + n_V) * n_T * X_T.element_size()
+        self.dense = (opts.memory == "dense"
+                      or (opts.memory == "auto" and dense_need <= opts.dense_bytes))
+        self.block = opts.block or auto_block(max(n_T, n_V), n_T, X_T.element_size())
+        self.prox: tuple[torch.Tensor, torch.Tensor, float] | None = None
+        self.z = torch.zeros_like(self.y_T)
+        self.lam = torch.zeros_like(self.y_T)
+        self.gd_mu = math.nan  # last accepted steepest-descent step size
+        self.pairs: list[tuple[torch.Tensor, torch.Tensor]] = []  # L-BFGS (s, y)
+        self.n_evals = 0
+        self.grad_norm = math.nan  # ‖∂L_ρ/∂θ‖ at the start of the last θ-step
+        self.ops: KernelOps | None = None
+
+    # -- θ as one raw vector -----------------------------------------------------------
+    def theta(self) -> torch.Tensor:
+        return torch.cat([p.detach().reshape(-1) for p in self.params])
+
+    def set_theta(self, vec: torch.Tensor) -> None:
+        with torch.no_grad():
+            i = 0
+            for p in self.params:
+                p.copy_(vec[i:i + p.numel()].reshape(p.shape))
+                i += p.numel()
+        self.ops = None
+
+    def values(self) -> torch.Tensor:
+        """The hyperparameters in their constrained units (what ε is measured in)."""
+        out = [self.model.noise.detach().reshape(-1)] if self.model.raw_noise.requires_grad \
+            else []
+        for _, sub, desc in positive_params(self.model.kernel):
+            if getattr(sub, desc.raw_name).requires_grad:
+                out.append(getattr(sub, desc.name).detach().reshape(-1))
+        return torch.cat(out) if out else self.theta()[:0]
+
+    def _ops(self) -> KernelOps:
+        if self.ops is None:
+            self.ops = KernelOps(self.model.kernel, self.model.noise, self.X_T, self.X_V,
+                                 self.dense, self.block)
+        return self.ops
+
+    # -- L_ρ and its θ-gradient (eq. 11, 17–18) ---------------------------------------------
+    def lrho(self) -> tuple[float, torch.Tensor, torch.Tensor]:
+        """L_ρ(θ, z, λ) at the model's θ, with e = y_V − K_VT z and r = C z − y_T."""
+        ops = self._ops()
+        self.n_evals += 1
+        e = self.y_V - ops.kvt(self.z)
+        r = ops.c(self.z) - self.y_T
+        value = e @ e + self.lam @ r + 0.5 * self.opts.rho * (r @ r)
+        if self.prox is not None:
+            mu, bar, tau = self.prox
+            d = self.theta() - bar
+            value = value + mu @ d + 0.5 * tau * (d @ d)
+        return float(value), e, r
+
+    def grad(self, e: torch.Tensor, r: torch.Tensor) -> torch.Tensor:
+        """∂L_ρ/∂θ (raw space) from e, r at the current θ: eq. (18) as two contractions."""
+        w = self.lam + self.opts.rho * r
+        k = self.model.kernel
+        g1 = rank1_vjp(k, self.X_V, self.X_T, -2.0 * e, self.z, self.block)
+        g2 = rank1_vjp(k, self.X_T, self.X_T, w, self.z, self.block)
+        parts = []
+        for p in self.kparams:
+            g = g1.get(p, torch.zeros_like(p)) + g2.get(p, torch.zeros_like(p))
+            parts.append(g.reshape(-1))
+        if self.model.raw_noise.requires_grad:
+            d_noise = w @ self.z  # ∂L_ρ/∂σ² = wᵀ z
+            parts.append(type(self.model).noise.raw_grad(self.model, d_noise).reshape(-1))
+        g = torch.cat(parts)
+        if self.prox is not None:
+            mu, bar, tau = self.prox
+            g = g + mu + tau * (self.theta() - bar)
+        return g
+
+    # -- the three steps ---------------------------------------------------------------------
+    def init(self, z0: torch.Tensor | None = None, lam0: torch.Tensor | None = None) -> None:
+        """z⁰ = C(θ⁰)⁻¹ y_T by CG (eq. 10), λ⁰ = lam0 · 1 (paper: all ones)."""
+        ops = self._ops()
+        if z0 is None:
+            z0, _ = cg(ops.c, self.y_T, precond=ops.c_inv_approx(self.opts.precond_rank),
+                       tol=self.opts.cg_tol, max_iter=self._cg_iters())
+        self.z = z0.clone()
+        self.lam = lam0.clone() if lam0 is not None else torch.full_like(self.y_T,
+                                                                        self.opts.lam0)
+
+    def _cg_iters(self) -> int:
+        n_T = self.y_T.shape[0]  # rounding spoils CG's n_T-step termination: allow more
+        return 10 * n_T if self.opts.cg_max_iter is None else self.opts.cg_max_iter
+
+    def _direction(self, g: torch.Tensor) -> torch.Tensor:
+        """−H g with H the L-BFGS inverse-Hessian estimate (two-loop recursion), or −g."""
+        if self.opts.direction == "gd" or not self.pairs:
+            return -g
+        q, alphas = g.clone(), []
+        for s, y in reversed(self.pairs):
+            a = (s @ q) / (y @ s)
+            alphas.append(a)
+            q = q - a * y
+        s, y = self.pairs[-1]
+        q = q * ((s @ y) / (y @ y))
+        for (s, y), a in zip(self.pairs, reversed(alphas)):
+            q = q + s * (a - (y @ q) / (y @ s))
+        d = -q
+        return d if float(d @ g) < 0 else -g
+
+    def theta_step(self) -> int:
+        """(11a)/(12): ``theta_steps`` descent steps on L_ρ(·, z, λ) with Armijo
+        backtracking (f(θ + μd) ≤ f(θ) + c μ gᵀd); returns the accepted steps.
+
+        L-BFGS steps try μ = 1 first; steepest-descent steps start from 4x the last
+        accepted μ (capped at ``max_step``/‖g‖). A failed L-BFGS step drops the stale
+        curvature pairs and retries along −g."""
+        o = self.opts
+        accepted = 0
+        f, e, r = self.lrho()
+        g = self.grad(e, r)
+        self.grad_norm = float(g.norm())
+        for _ in range(2 * o.theta_steps):
+            if accepted == o.theta_steps or not bool(torch.isfinite(g).all()) \
+                    or float(g @ g) == 0.0:
+                break
+            quasi = o.direction == "lbfgs" and bool(self.pairs)
+            d = self._direction(g) if quasi else -g
+            quasi = quasi and float(d @ g) < 0
+            d = d if quasi else -g
+            slope = float(d @ g)
+            cap = o.max_step / float(d.norm())
+            if quasi:
+                mu = min(1.0, cap)
+            else:
+                mu = cap if not math.isfinite(self.gd_mu) else min(cap, 4.0 * self.gd_mu)
+            theta0, ops0 = self.theta(), self.ops
+            for _ in range(o.max_backtracks):
+                self.set_theta(theta0 + mu * d)
+                f_new, e_new, r_new = self.lrho()
+                if math.isfinite(f_new) and f_new <= f + o.armijo_c * mu * slope:
+                    break
+                mu *= o.armijo_shrink
+            else:
+                self.set_theta(theta0)
+                self.ops = ops0
+                if quasi:  # stale curvature: retry along −g
+                    self.pairs.clear()
+                    continue
+                break
+            g_new = self.grad(e_new, r_new)
+            s_vec, y_vec = mu * d, g_new - g
+            if float(s_vec @ y_vec) > 1e-12 * float(s_vec.norm() * y_vec.norm()):
+                self.pairs.append((s_vec, y_vec))
+                del self.pairs[:-o.lbfgs_memory]
+            if not quasi:
+                self.gd_mu = mu
+            f, e, r, g = f_new, e_new, r_new, g_new
+            accepted += 1
+        return accepted
+
+    def z_step(self) -> int:
+        """(11b)/(13–14): solve (K_VTᵀK_VT + ρ/2 C²) z = K_VTᵀ y_V + ρ/2 C y_T − ½ C λ by
+        CG warm-started at the current z, preconditioned by (2/ρ) P⁻² with P ≈ C (see
+        ``precond_rank``); returns the CG iterations used."""
+        ops, rho = self._ops(), self.opts.rho
+
+        def sigma(V: torch.Tensor) -> torch.Tensor:  # Σ V, columns at a time
+            return ops.kvt_t(ops.kvt(V)) + 0.5 * rho * ops.c(ops.c(V))
+
+        pinv = ops.c_inv_approx(self.opts.precond_rank)
+        precond = None if pinv is None else (lambda R: (2.0 / rho) * pinv(pinv(R)))
+        rhs = ops.kvt_t(self.y_V) + ops.c(0.5 * rho * self.y_T - 0.5 * self.lam)
+        self.z, info = cg(sigma, rhs, precond=precond, x0=self.z, tol=self.opts.cg_tol,
+                          max_iter=self._cg_iters())
+        return info.iterations
+
+    def lam_step(self) -> torch.Tensor:
+        """(11c): λ ← λ + ρ′ (C z − y_T); returns the residual C z − y_T."""
+        r = self._ops().c(self.z) - self.y_T
+        rho_dual = self.opts.rho if self.opts.rho_dual is None else self.opts.rho_dual
+        self.lam = self.lam + rho_dual * r
+        return r
+
+    def iterate(self) -> dict[str, float]:
+        """One ADMM iteration (11a–c); returns its diagnostics."""
+        before = self.values()
+        n_acc = self.theta_step()
+        cg_iters = self.z_step()
+        r = self.lam_step()
+        return {"theta_steps": n_acc, "grad_norm": self.grad_norm, "cg_iters": cg_iters,
+                "dtheta": float((self.values() - before).norm()),
+                **self.diagnostics(r)}
+
+    def diagnostics(self, r: torch.Tensor | None = None) -> dict[str, float]:
+        """CV loss (validation MSE of the mean K_VT z), L_ρ, relative residual, ‖z‖."""
+        ops = self._ops()
+        r = ops.c(self.z) - self.y_T if r is None else r
+        e = self.y_V - ops.kvt(self.z)
+        rho = self.opts.rho
+        lrho = e @ e + self.lam @ r + 0.5 * rho * (r @ r)
+        return {"cv_loss": float(e @ e) / e.shape[0], "lrho": float(lrho),
+                "residual": float(r.norm() / self.y_T.norm().clamp_min(1e-300)),
+                "z_norm": float(self.z.norm())}

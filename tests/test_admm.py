@@ -1,0 +1,277 @@
+"""GPCV-ADMM (hold-out, K-fold, consensus): every fast formula against a dense reference."""
+
+import warnings
+
+import pytest
+import torch
+
+from gpscale.data.synthetic import synthetic_admm
+from gpscale.kernels import make_kernel
+from gpscale.models.exact import ExactGP
+from gpscale.train.admm import (
+    ADMMDivergenceError,
+    cg_predict,
+    fit_admm,
+    fit_admm_hocv,
+    holdout_split,
+    make_options,
+    pivoted_cholesky,
+)
+from gpscale.train.admm_core import HoldoutADMM
+from gpscale.train.admm_kfold import (
+    fit_admm_consensus,
+    fit_admm_kfold,
+    kfold_cv_loss,
+    kfold_indices,
+)
+from gpscale.train.result import theta_of
+
+
+def _data(n=40, d=2, seed=0, device="cpu"):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, d, generator=g, dtype=torch.float64) * 4
+    y = torch.sin(X.sum(1)) + 0.2 * torch.randn(n, generator=g, dtype=torch.float64)
+    return X.to(device), y.to(device)
+
+
+def _state(name="rbf-ard", memory="dense", device="cpu", n=40, d=2, seed=0, **opts):
+    X, y = _data(n, d if name != "se+lp" else 1, seed, device)
+    model = ExactGP(make_kernel(name, X.shape[1]), X, y, noise=0.3)
+    g = torch.Generator().manual_seed(seed + 1)
+    with torch.no_grad():  # a generic θ, not the initial one
+        for p in model.parameters():
+            if p.requires_grad:
+                p.add_(0.3 * torch.randn(p.shape, generator=g, dtype=p.dtype).to(device))
+    iT, iV = holdout_split(n, 0.4, seed)
+    iT, iV = iT.to(device), iV.to(device)
+    st = HoldoutADMM(model, X[iT], y[iT], X[iV], y[iV],
+                     make_options(memory=memory, block=7, **opts))
+    st.z = torch.randn(len(iT), generator=g, dtype=torch.float64).to(device)
+    st.lam = torch.randn(len(iT), generator=g, dtype=torch.float64).to(device)
+    return model, st
+
+
+def _dense(model, st):
+    """K_VT, C as differentiable dense matrices."""
+    KVT = model.kernel(st.X_V, st.X_T)
+    C = model.kernel(st.X_T) + model.noise * torch.eye(st.X_T.shape[0], dtype=KVT.dtype,
+                                                        device=KVT.device)
+    return KVT, C
+
+
+@pytest.mark.parametrize("memory", ["dense", "chunked"])
+def test_z_step_equals_dense_quadratic_minimiser(memory, device):
+    model, st = _state(memory=memory, device=device, cg_tol=1e-13, cg_max_iter=None)
+    rho = st.opts.rho
+    with torch.no_grad():
+        KVT, C = _dense(model, st)
+        # minimiser of eq. (13): 2Σz + b = 0, Σ = KᵀK + ρ/2 C², b = Cλ − ρCy_T − 2Kᵀy_V
+        Sigma = KVT.mT @ KVT + 0.5 * rho * C @ C
+        b = C @ st.lam - rho * C @ st.y_T - 2 * KVT.mT @ st.y_V
+        z_ref = torch.linalg.solve(2 * Sigma, -b)
+    st.z_step()
+    torch.testing.assert_close(st.z, z_ref, rtol=1e-7, atol=1e-8)
+
+
+@pytest.mark.parametrize("name", ["rbf-ard", "se+lp", "matern52-ard"])
+@pytest.mark.parametrize("memory", ["dense", "chunked"])
+def test_lrho_and_gradient_equal_dense_autograd(name, memory, device):
+    model, st = _state(name, memory, device)
+    f, e, r = st.lrho()
+    fast = st.grad(e, r)
+    KVT, C = _dense(model, st)
+    res = C @ st.z - st.y_T
+    ref = ((st.y_V - KVT @ st.z) ** 2).sum() + st.lam @ res + 0.5 * st.opts.rho * res @ res
+    slow = torch.cat([g.reshape(-1) for g in torch.autograd.grad(ref, st.params)])
+    assert abs(f - ref.item()) <= 1e-10 * abs(ref.item())
+    torch.testing.assert_close(fast, slow, rtol=1e-8, atol=1e-9)
+
+
+def test_consensus_proximal_term_gradient(device):
+    model, st = _state(device=device)
+    theta = st.theta()
+    mu = torch.linspace(-1, 1, theta.numel(), dtype=torch.float64, device=device)
+    bar = theta + 0.1
+    f0, e, r = st.lrho()
+    g0 = st.grad(e, r)
+    st.prox = (mu, bar, 3.0)
+    f1, e, r = st.lrho()
+    g1 = st.grad(e, r)
+    d = theta - bar
+    assert abs((f1 - f0) - float(mu @ d + 1.5 * d @ d)) < 1e-9
+    torch.testing.assert_close(g1 - g0, mu + 3.0 * d)
+
+
+def _dense_cv(model, iT, iV):
+    """Hold-out CV loss of eq. (9) by a dense solve, and its raw-space gradient."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    X, y = model.X, model.y
+    C = model.kernel(X[iT]) + model.noise * torch.eye(len(iT), dtype=torch.float64)
+    e = y[iV] - model.kernel(X[iV], X[iT]) @ torch.linalg.solve(C, y[iT])
+    f = e @ e
+    g = torch.autograd.grad(f, params)
+    return f.item(), torch.cat([x.reshape(-1) for x in g]).norm().item()
+
+
+def test_fixed_point_satisfies_constraint_and_is_cv_stationary():
+    ds = synthetic_admm("se", 50, seed=1, noise=0.3)
+    model = ExactGP(make_kernel("rbf", 1), ds.X, ds.y, noise=0.5)
+    iT, iV = holdout_split(50, 0.5, 0)
+    f0, g0 = _dense_cv(model, iT, iV)
+    res = fit_admm_hocv(model, seed=0, eps=1e-7, res_tol=1e-7, max_iter=600)
+    assert res.converged and res.method == "admm-hocv"
+    last = res.history[-1]
+    assert last["residual"] < 1e-6  # C z = y_T holds
+    f1, g1 = _dense_cv(model, iT, iV)
+    assert g1 < 1e-4 * g0  # ∇ of the dense CV loss vanishes at the ADMM fixed point
+    assert f1 < f0
+    assert abs(res.objective - f1 / len(iV)) < 1e-6 * f1  # reported loss = dense loss
+
+
+def test_kfold_naive_and_consensus_improve_the_cv_loss():
+    ds = synthetic_admm("se", 60, seed=2, noise=0.3)
+    folds = kfold_indices(60, 3, seed=0)
+    for fit in (fit_admm_kfold, fit_admm_consensus):
+        model = ExactGP(make_kernel("rbf", 1), ds.X, ds.y, noise=0.5)
+        before = kfold_cv_loss(model, folds)
+        res = fit(model, k=3, seed=0, max_iter=20)
+        assert res.method in ("admm-kfold", "admm-consensus")
+        assert res.objective == pytest.approx(kfold_cv_loss(model, folds), rel=1e-8)
+        assert res.objective < 0.9 * before
+        assert res.theta == theta_of(model)
+
+
+def test_kfold_naive_averages_fold_estimates_and_runs_in_processes():
+    ds = synthetic_admm("se", 60, seed=3, noise=0.3)
+    model = ExactGP(make_kernel("rbf", 1), ds.X, ds.y, noise=0.5)
+    res = fit_admm_kfold(model, k=2, seed=1, max_iter=8)
+    finals = {}
+    for rec in res.history:
+        finals[rec["fold"]] = rec["theta"]  # the last record of each fold
+    for name, value in res.theta.items():
+        mean = sum(finals[k][name][0] for k in finals) / len(finals)
+        assert value[0] == pytest.approx(mean, rel=1e-10)
+    parallel = ExactGP(make_kernel("rbf", 1), ds.X, ds.y, noise=0.5)
+    res2 = fit_admm_kfold(parallel, k=2, seed=1, max_iter=8, workers=2)
+    assert res2.theta == res.theta  # same folds, same numbers, in two processes
+
+
+def test_divergence_gives_a_clear_message_and_keeps_the_best_theta():
+    ds = synthetic_admm("se", 50, seed=1, noise=0.3)
+    model = ExactGP(make_kernel("rbf", 1), ds.X, ds.y, noise=0.5)
+    with pytest.warns(RuntimeWarning, match=r"diverged at iteration \d+: an exploding "
+                                            r"constraint residual.*Kept the best"):
+        res = fit_admm_hocv(model, rho_dual=1e3, max_iter=50)  # dual steps overshoot
+    assert res.reason == "diverged" and not res.converged
+    feasible = [h for h in res.history if h["residual"] <= 0.1]
+    best = min(feasible, key=lambda h: h["cv_loss"])
+    assert res.theta == best["theta"] and res.objective == best["cv_loss"]
+    assert res.history[-1]["residual"] > 1e3
+    again = ExactGP(make_kernel("rbf", 1), ds.X, ds.y, noise=0.5)
+    with pytest.raises(ADMMDivergenceError, match="diverged") as info:
+        fit_admm_hocv(again, rho_dual=1e3, max_iter=50, on_divergence="raise")
+    assert info.value.result.theta == res.theta
+
+
+def test_seeds_make_runs_reproducible():
+    X, y = _data(60, 1, seed=4)
+    runs = []
+    for seed in (5, 5, 6):
+        model = ExactGP(make_kernel("rbf", 1), X, y, noise=0.3)
+        runs.append(fit_admm_hocv(model, seed=seed, max_iter=5, eps=1e-9))
+    strip = [[{k: v for k, v in h.items() if k != "time_s"} for h in r.history] for r in runs]
+    assert strip[0] == strip[1]
+    assert strip[0] != strip[2]  # another split
+
+
+def test_dense_and_chunked_modes_take_the_same_path():
+    X, y = _data(50, 2, seed=5)
+    out = []
+    for memory in ("dense", "chunked"):
+        model = ExactGP(make_kernel("rbf-ard", 2), X, y, noise=0.3)
+        out.append(fit_admm_hocv(model, memory=memory, block=9, max_iter=4, eps=1e-9))
+    for a, b in zip(out[0].history, out[1].history):
+        assert a["cv_loss"] == pytest.approx(b["cv_loss"], rel=1e-7)
+        assert a["theta"]["kernel.base.lengthscale"] == pytest.approx(
+            b["theta"]["kernel.base.lengthscale"], rel=1e-6)
+
+
+@pytest.mark.parametrize("rank", [0, 30])
+def test_cg_predict_equals_cholesky_prediction(rank, device):
+    X, y = _data(80, 2, seed=6, device=device)
+    model = ExactGP(make_kernel("rbf-ard", 2), X, y, noise=0.05, mean="constant")
+    with torch.no_grad():
+        model.mean_constant.fill_(0.3)
+    Xs = torch.rand(13, 2, dtype=torch.float64, device=device) * 4
+    mean, info = cg_predict(model, Xs, tol=1e-12, precond_rank=rank, block=11,
+                            return_info=True)
+    torch.testing.assert_close(mean, model.predict(Xs)[0], rtol=1e-8, atol=1e-9)
+    assert info.converged
+
+
+def test_pivoted_cholesky_full_rank_reproduces_the_kernel(device):
+    X, _ = _data(25, 2, seed=7, device=device)
+    model = ExactGP(make_kernel("rbf-ard", 2), X, torch.zeros(25, device=device))
+    model.kernel.base.lengthscale = torch.tensor([0.3, 0.4], dtype=torch.float64)
+    L = pivoted_cholesky(model.kernel, X, 25, rel_tol=0.0)
+    torch.testing.assert_close(L @ L.mT, model.kernel(X), rtol=1e-9, atol=1e-10)
+
+
+def test_bad_input_names_the_argument():
+    X, y = _data(20, 1)
+    model = ExactGP(make_kernel("rbf", 1), X, y)
+    with pytest.raises(ValueError, match="unknown GPCV-ADMM option"):
+        fit_admm_hocv(model, rhoo=5)
+    with pytest.raises(ValueError, match="rho must be"):
+        fit_admm_hocv(model, rho=-1.0)
+    with pytest.raises(ValueError, match="val_fraction"):
+        fit_admm_hocv(model, val_fraction=1.5)
+    with pytest.raises(ValueError, match="too few for k=15"):
+        fit_admm_kfold(model, k=15)
+    with pytest.raises(ValueError, match="workers"):
+        fit_admm_consensus(model, k=2, workers=0)
+    with pytest.raises(ValueError, match="unknown method 'admm'"):
+        fit_admm(model, "admm")
+    assert fit_admm(model, "admm-kfold", k=2, max_iter=2).method == "admm-kfold"
+
+
+def test_interrupt_keeps_the_best_theta(monkeypatch):
+    X, y = _data(40, 1, seed=8)
+    model = ExactGP(make_kernel("rbf", 1), X, y, noise=0.5)
+    calls = {"n": 0}
+    original = HoldoutADMM.iterate
+
+    def interrupted(self):
+        calls["n"] += 1
+        if calls["n"] == 4:
+            raise KeyboardInterrupt
+        return original(self)
+
+    monkeypatch.setattr(HoldoutADMM, "iterate", interrupted)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        res = fit_admm_hocv(model, max_iter=50, eps=1e-9)
+    assert res.reason == "interrupted" and len(res.history) == 4
+    best = min(res.history, key=lambda h: h["cv_loss"])
+    assert res.theta == best["theta"]
+
+
+def test_interrupted_kfold_averages_the_folds_finished_so_far(monkeypatch):
+    X, y = _data(40, 1, seed=9)
+    model = ExactGP(make_kernel("rbf", 1), X, y, noise=0.5)
+    calls = {"n": 0}
+    original = HoldoutADMM.iterate
+
+    def interrupted(self):
+        calls["n"] += 1
+        if calls["n"] == 3:
+            raise KeyboardInterrupt
+        return original(self)
+
+    monkeypatch.setattr(HoldoutADMM, "iterate", interrupted)
+    res = fit_admm_kfold(model, k=2, max_iter=50, eps=1e-9)
+    assert res.reason == "interrupted"
+    assert {h["fold"] for h in res.history} == {0}  # fold 1 never started
+    best = min((h for h in res.history if h["residual"] <= 0.1), key=lambda h: h["cv_loss"])
+    for name, value in res.theta.items():  # one fold: its best θ, through softplus and back
+        assert value == pytest.approx(best["theta"][name], rel=1e-12)
