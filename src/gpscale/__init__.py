@@ -1,11 +1,18 @@
-"""gpscale: Gaussian-process hyperparameter learning at scale."""
+"""gpscale: Gaussian-process hyperparameter learning at scale.
 
-from . import kernels, linalg, models, train
+``gpscale.fit(X, y, method=..., kernel=...)`` trains on raw data and returns a
+:class:`Predictor`; the building blocks live in the sub-packages: ``kernels``,
+``features``, ``linalg``, ``models``, ``train``, ``data``, ``metrics`` and ``bench``.
+"""
+
+from . import api, data, features, kernels, linalg, metrics, models, train
+from .api import METHODS, Predictor, fit, load, register_method
 from .kernels import make_kernel
-from .models import ExactGP
+from .models import ExactGP, FeatureGP
 from .train import FitResult, fit_lbfgs
 
 __version__ = "0.1.0"
 
-__all__ = ["kernels", "linalg", "models", "train", "make_kernel", "ExactGP", "FitResult",
-           "fit_lbfgs", "__version__"]
+__all__ = ["api", "data", "features", "kernels", "linalg", "metrics", "models", "train",
+           "fit", "load", "Predictor", "register_method", "METHODS", "make_kernel", "ExactGP",
+           "FeatureGP", "FitResult", "fit_lbfgs", "__version__"]

@@ -1,0 +1,93 @@
+"""scikit-learn estimator wrapping any registered gpscale method.
+
+>>> from gpscale.sklearn import GPRegressor
+>>> model = GPRegressor(kernel="matern52-ard").fit(X, y)      # doctest: +SKIP
+>>> mean, std = model.predict(X_test, return_std=True)         # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from . import api
+from .kernels import Kernel
+
+__all__ = ["GPRegressor"]
+
+
+class GPRegressor(RegressorMixin, BaseEstimator):
+    """Gaussian-process regression with hyperparameters learned by ``method``.
+
+    Parameters
+    ----------
+    method : a name from :data:`gpscale.api.METHODS` (default ``"exact"``: ML-II by L-BFGS).
+    kernel : a name from :data:`gpscale.kernels.KERNELS` or a :class:`gpscale.kernels.Kernel`
+        (copied at fit time).
+    standardize : scale X's columns and y to zero mean, unit variance for training and
+        map predictions back (default True).
+    max_iter, restarts, seed, noise : passed to the method when it takes them (``noise``
+        is the initial noise variance, in standardised units of y by default).
+    options : further keyword options for the method (dict).
+
+    Attributes
+    ----------
+    predictor_ : the fitted :class:`gpscale.api.Predictor` (save it with ``.save(path)``).
+    n_features_in_ : number of input columns seen in ``fit``.
+    n_iter_ : optimiser iterations of the winning run (from ``predictor_.result``).
+    """
+
+    def __init__(
+        self,
+        method: str = "exact",
+        kernel: str | Kernel = "rbf-ard",
+        standardize: bool = True,
+        max_iter: int = 200,
+        restarts: int = 0,
+        seed: int | None = None,
+        noise: float = 0.1,
+        options: dict[str, Any] | None = None,
+    ) -> None:
+        self.method = method
+        self.kernel = kernel
+        self.standardize = standardize
+        self.max_iter = max_iter
+        self.restarts = restarts
+        self.seed = seed
+        self.noise = noise
+        self.options = options
+
+    def _method_options(self) -> dict[str, Any]:
+        method = api.get_method(self.method)
+        common = {"max_iter": self.max_iter, "restarts": self.restarts, "seed": self.seed,
+                  "noise": self.noise}
+        accepted = method.options
+        opts = {k: v for k, v in common.items() if accepted is None or k in accepted}
+        if self.options is not None:
+            if not isinstance(self.options, dict):
+                raise ValueError(f"options must be a dict of method options, got "
+                                 f"{type(self.options).__name__}")
+            opts.update(self.options)
+        return opts
+
+    def fit(self, X: Any, y: Any) -> GPRegressor:
+        """Learn the hyperparameters on (X, y); returns self."""
+        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64,
+                             ensure_min_samples=2)
+        self.predictor_ = api.fit(X, y, method=self.method, kernel=self.kernel,
+                                  standardize=self.standardize, **self._method_options())
+        history = self.predictor_.result.history
+        self.n_iter_ = int(history[-1].get("iter", len(history))) if history else 0
+        return self
+
+    def predict(
+        self, X: Any, return_std: bool = False
+    ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        """Predictive mean (and, with ``return_std``, the predictive standard deviation
+        of a new observation, noise included) at X."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        return self.predictor_.predict(X, return_std=return_std)
