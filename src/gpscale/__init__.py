@@ -5,7 +5,7 @@
 ``features``, ``linalg``, ``models``, ``train``, ``data``, ``metrics`` and ``bench``.
 """
 
-from . import api, data, features, kernels, linalg, metrics, models, train
+from . import api, data, features, kernels, linalg, methods, metrics, models, train
 from .api import METHODS, Predictor, fit, load, register_method
 from .kernels import make_kernel
 from .models import ExactGP, FeatureGP
@@ -13,6 +13,6 @@ from .train import FitResult, fit_lbfgs
 
 __version__ = "0.1.0"
 
-__all__ = ["api", "data", "features", "kernels", "linalg", "metrics", "models", "train",
+__all__ = ["api", "methods", "data", "features", "kernels", "linalg", "metrics", "models", "train",
            "fit", "load", "Predictor", "register_method", "METHODS", "make_kernel", "ExactGP",
            "FeatureGP", "FitResult", "fit_lbfgs", "__version__"]

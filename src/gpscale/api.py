@@ -110,8 +110,8 @@ MODEL_IO: dict[str, ModelIO] = {}
 
 def register_model_io(cls: type | str, options: Callable[[nn.Module], dict[str, Any]],
                       rebuild: Callable[..., nn.Module]) -> None:
-    """Let models of class ``cls`` (or that class name) be saved and loaded; the saved
-    model must expose ``.kernel`` (a :class:`Kernel`) and a ``state_dict``."""
+    """Let models of class ``cls`` (or that class name) be saved and loaded through
+    their ``state_dict``; a model's ``.kernel``, if it has one, is saved as its config."""
     MODEL_IO[cls if isinstance(cls, str) else cls.__name__] = ModelIO(options, rebuild)
 
 
@@ -232,8 +232,8 @@ class Predictor:
         return int(np.asarray(self.scaler.x_mean).shape[0])
 
     @property
-    def kernel(self) -> Kernel:
-        return self.model.kernel
+    def kernel(self) -> Kernel | None:
+        return getattr(self.model, "kernel", None)  # feature-space models have none
 
     def match_columns(self, names: list[str], what: str = "X") -> list[str]:
         """The training input names, in training order, after checking that ``names``
@@ -302,7 +302,7 @@ class Predictor:
         return {
             "format": _FORMAT_TAG, "format_version": FORMAT_VERSION,
             "method": self.method, "kernel_name": self.kernel_name,
-            "kernel_config": _plain(self.model.kernel.config()),
+            "kernel_config": _plain(self.kernel.config()) if self.kernel is not None else None,
             "model_class": cls, "model_options": _plain(MODEL_IO[cls].options(self.model)),
             "state_dict": {k: v.detach().cpu().clone()
                            for k, v in self.model.state_dict().items()},
@@ -341,8 +341,9 @@ def load(path: str | os.PathLike, device: torch.device | str | None = None) -> P
         raise ValueError(f"{str(path)!r} holds a {cls}, which this gpscale cannot rebuild "
                          f"(known: {sorted(MODEL_IO)})")
     state = saved["state_dict"]
-    model = MODEL_IO[cls].rebuild(_kernels.from_config(saved["kernel_config"]), state,
-                                  saved["model_options"])
+    cfg = saved["kernel_config"]
+    kernel = _kernels.from_config(cfg) if cfg is not None else None
+    model = MODEL_IO[cls].rebuild(kernel, state, saved["model_options"])
     model.load_state_dict(state)
     model = model if device is None else model.to(device)
     fields = {f.name for f in dataclasses.fields(FitResult)}

@@ -1,0 +1,119 @@
+"""Training methods beyond exact ML-II, registered with :mod:`gpscale.api` so that
+``gpscale.fit``, the estimator and ``gpscale fit --method`` know them by name.
+
+==================  ============================================================
+``rff``             FeatureGP on orthogonal random Fourier features, ML-II (L-BFGS)
+``grief-ii``        GP-GRIEF-II: FeatureGP on grid eigenfunctions, ML-II (L-BFGS)
+``admm-hocv``       exact GP, hold-out cross-validation by GPCV-ADMM
+``admm-kfold``      exact GP, K-fold CV (naive: per-fold ADMM, averaged θ)
+``admm-consensus``  exact GP, K-fold CV by consensus ADMM
+==================  ============================================================
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from .api import _as_dtype, _check_int, _check_positive, register_method, register_model_io
+from .features import GriefFeatures, RandomFourierFeatures
+from .kernels import RBF, Kernel, Matern, Scale
+from .models import ExactGP, FeatureGP
+from .train import FitResult, fit_admm_consensus, fit_admm_hocv, fit_admm_kfold, fit_lbfgs
+from .train.grief import fit_grief_ii
+
+
+def _spectral_kind(kernel: Kernel, method: str) -> tuple[str, bool]:
+    """('rbf' | 'matern12' | 'matern32' | 'matern52', ard) of a (scaled) RBF/Matérn kernel."""
+    base = kernel.base if isinstance(kernel, Scale) else kernel
+    if isinstance(base, Matern):
+        return {0.5: "matern12", 1.5: "matern32", 2.5: "matern52"}[base.nu], bool(base.ard_dims)
+    if isinstance(base, RBF):
+        return "rbf", bool(base.ard_dims)
+    raise ValueError(f"method {method!r} needs an RBF or Matérn kernel ('rbf', 'rbf-ard', "
+                     "'matern12-ard', 'matern32-ard', 'matern52-ard')")
+
+
+# -- random Fourier features ----------------------------------------------------------------
+def fit_rff(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, num_features: int = 512,
+            noise: float = 0.1, max_iter: int = 200, seed: int = 0, progress: bool = False,
+            device: torch.device | str | None = None) -> tuple[FeatureGP, FitResult]:
+    """Weight-space GP on ``num_features`` orthogonal random Fourier features of the
+    kernel's spectral density, lengthscales, signal variance and noise by L-BFGS."""
+    kind, ard = _spectral_kind(kernel, "rff")
+    feats = RandomFourierFeatures(X.shape[1], _check_int("num_features", num_features, 2),
+                                  kernel=kind, ard=ard, seed=_check_int("seed", seed, 0))
+    model = FeatureGP(feats, X, y, noise=_check_positive("noise", noise), device=device)
+    return model, fit_lbfgs(model, max_iter=_check_int("max_iter", max_iter, 1),
+                            progress=progress, method="rff")
+
+
+def fit_grief(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, num_features: int | None = None,
+              m_bar: int = 10, max_iter: int = 100, seed: int = 0, progress: bool = False,
+              device: torch.device | str | None = None) -> tuple[FeatureGP, FitResult]:
+    """GP-GRIEF-II (Evans & Nair 2018): p = ``num_features`` eigenfunctions of a grid of
+    ``m_bar``^d inducing points (default p = min(1000, 10^⌊log10 n⌋)), initialised by
+    exact ML-II on up to 1000 points, then ML-II by L-BFGS."""
+    kind, _ = _spectral_kind(kernel, "grief-ii")
+    return fit_grief_ii(X, y, p=num_features, m_bar=_check_int("m_bar", m_bar, 1), kernel=kind,
+                        max_iter=_check_int("max_iter", max_iter, 1), seed=seed,
+                        progress=progress, device=device)
+
+
+def _feature_options(model: nn.Module) -> dict[str, Any]:
+    f = model.features
+    common = {"weights": model.weights_kind, "dtype": str(model.X.dtype).removeprefix("torch."),
+              "num_features": f.num_features}
+    if isinstance(f, RandomFourierFeatures):
+        return {**common, "features": "rff", "kernel": f.kernel, "orthogonal": f.orthogonal,
+                "ard": f.lengthscale.numel() > 1}
+    if isinstance(f, GriefFeatures):
+        return {**common, "features": "grief", "kernel": f.kernel, "m_bar": f.m_bar,
+                "eig_floor": f.eig_floor, "gap_tol": f.gap_tol}
+    raise ValueError(f"cannot save a FeatureGP on {type(f).__name__} features")
+
+
+def _feature_rebuild(kernel: Kernel | None, state: dict[str, torch.Tensor],
+                     opts: dict[str, Any]) -> FeatureGP:
+    dtype = _as_dtype(opts["dtype"])
+    X, y = state["X"], state["y"]
+    if opts["features"] == "rff":
+        feats = RandomFourierFeatures(X.shape[1], opts["num_features"], kernel=opts["kernel"],
+                                      ard=opts["ard"], orthogonal=opts["orthogonal"],
+                                      dtype=dtype)
+    else:  # the grid is a function of the training inputs, saved in the state
+        feats = GriefFeatures(X, opts["num_features"], m_bar=opts["m_bar"],
+                              kernel=opts["kernel"], eig_floor=opts["eig_floor"],
+                              gap_tol=opts["gap_tol"], dtype=dtype)
+    return FeatureGP(feats, X, y, weights=opts["weights"], dtype=dtype)
+
+
+# -- GPCV-ADMM ------------------------------------------------------------------------------
+def _admm(fit_fn, name: str):
+    def fit_admm_method(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0.1,
+                        seed: int = 0, max_iter: int = 100, progress: bool = False,
+                        device: torch.device | str | None = None,
+                        **admm_options: Any) -> tuple[ExactGP, FitResult]:
+        model = ExactGP(kernel, X, y, noise=_check_positive("noise", noise), device=device)
+        kw = {"progress": progress} if name == "admm-hocv" else {}
+        result = fit_fn(model, seed=_check_int("seed", seed, 0),
+                        max_iter=_check_int("max_iter", max_iter, 1), **kw, **admm_options)
+        return model, result
+
+    fit_admm_method.__name__ = f"fit_{name.replace('-', '_')}"
+    fit_admm_method.__doc__ = (f"Exact GP trained by {name} (see gpscale.train); extra keyword "
+                               "options go to the trainer (e.g. rho, k, val_fraction).")
+    return fit_admm_method
+
+
+register_method("rff", fit_rff, "random Fourier features (orthogonal), ML-II by L-BFGS")
+register_method("grief-ii", fit_grief, "GP-GRIEF-II grid eigenfunctions, ML-II by L-BFGS")
+register_method("admm-hocv", _admm(fit_admm_hocv, "admm-hocv"),
+                "exact GP, hold-out cross-validation by GPCV-ADMM")
+register_method("admm-kfold", _admm(fit_admm_kfold, "admm-kfold"),
+                "exact GP, K-fold cross-validation by per-fold GPCV-ADMM (averaged θ)")
+register_method("admm-consensus", _admm(fit_admm_consensus, "admm-consensus"),
+                "exact GP, K-fold cross-validation by consensus ADMM")
+register_model_io(FeatureGP, _feature_options, _feature_rebuild)
