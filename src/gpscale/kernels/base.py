@@ -179,3 +179,19 @@ class Product(_Combination):
         for k in self.kernels[1:]:
             out = out * k.diag(X)
         return out
+
+    def vjp(self, X1, X2, G):  # noqa: D102 - see Kernel.vjp
+        # ⟨G, ∂(Π_j K_j)⟩ = Σ_i ⟨G ∘ Π_{j≠i} K_j, ∂K_i⟩: each factor's own contraction
+        with torch.no_grad():
+            Ks = [k(X1, X2) for k in self.kernels]
+        grads: dict[torch.Tensor, torch.Tensor] = {}
+        for i, k in enumerate(self.kernels):
+            Gi = G.clone()
+            for j, Kj in enumerate(Ks):
+                if j != i:
+                    Gi.mul_(Kj)
+            grads.update(k.vjp(X1, X2, Gi)[0])
+        prod = Ks[0]
+        for Kj in Ks[1:]:
+            prod = prod.mul_(Kj)
+        return grads, torch.vdot(G.reshape(-1), prod.reshape(-1))
