@@ -30,8 +30,9 @@ class FitResult:
     n_evals: int = 0
 
     def __str__(self) -> str:
+        iters = max((h.get("iter", 0) for h in self.history), default=0)
         return (f"{self.method}: objective {self.objective:.6g} after "
-                f"{len(self.history)} iterations, {self.n_evals} evaluations, "
+                f"{iters} iterations, {self.n_evals} evaluations, "
                 f"{self.wall_s:.2f} s ({self.reason})")
 
 
