@@ -1,0 +1,7 @@
+"""``python -m gpscale.bench NAME ...``: the same as ``gpscale bench NAME ...``."""
+
+import sys
+
+from . import main
+
+sys.exit(main())
