@@ -275,3 +275,50 @@ def test_interrupted_kfold_averages_the_folds_finished_so_far(monkeypatch):
     best = min((h for h in res.history if h["residual"] <= 0.1), key=lambda h: h["cv_loss"])
     for name, value in res.theta.items():  # one fold: its best θ, through softplus and back
         assert value == pytest.approx(best["theta"][name], rel=1e-12)
+
+
+def test_adjoint_multiplier_makes_the_theta_gradient_the_cv_gradient():
+    """With z⁰ = C⁻¹y_T and λ⁰ = 2C⁻¹K_VTᵀe (``lam_init="adjoint"``), ∂L_ρ/∂θ is the
+    gradient of the hold-out CV loss ‖y_V − K_VT C⁻¹ y_T‖² (the adjoint identity)."""
+    ds = synthetic_admm("se", 50, seed=1, noise=0.3)
+    model = ExactGP(make_kernel("rbf", 1), ds.X, ds.y, noise=0.5)
+    iT, iV = holdout_split(50, 0.5, 0)
+    st = HoldoutADMM(model, ds.X[iT], ds.y[iT], ds.X[iV], ds.y[iV],
+                     make_options(lam_init="adjoint", cg_tol=1e-13, cg_max_iter=None))
+    st.init()
+    f, e, r = st.lrho()
+    fast = st.grad(e, r)
+    KVT, C = _dense(model, st)
+    res = st.y_V - KVT @ torch.linalg.solve(C, st.y_T)
+    ref = torch.autograd.grad(res @ res, st.params)
+    torch.testing.assert_close(fast, torch.cat([g.reshape(-1) for g in ref]), rtol=1e-6,
+                               atol=1e-8)
+    const = HoldoutADMM(model, ds.X[iT], ds.y[iT], ds.X[iV], ds.y[iV], make_options())
+    const.init()
+    assert torch.equal(const.lam, torch.ones_like(const.lam))  # the paper's λ⁰ = 1
+
+
+def test_adaptive_rho_changes_rho_and_keeps_the_cv_stationary_fixed_point():
+    ds = synthetic_admm("se", 50, seed=1, noise=0.3)
+    model = ExactGP(make_kernel("rbf", 1), ds.X, ds.y, noise=0.5)
+    iT, iV = holdout_split(50, 0.5, 0)
+    f0, g0 = _dense_cv(model, iT, iV)
+    res = fit_admm_hocv(model, seed=0, eps=1e-7, res_tol=1e-7, max_iter=600,
+                        adaptive_rho=True, lam_init="adjoint")
+    assert res.converged
+    rhos = {h["rho"] for h in res.history[1:]}
+    assert len(rhos) > 1 and all(1e-4 <= r <= 1e4 for r in rhos)
+    f1, g1 = _dense_cv(model, iT, iV)
+    assert res.history[-1]["residual"] < 1e-6
+    assert g1 < 1e-4 * g0 and f1 < f0
+
+
+def test_new_options_are_validated():
+    X, y = _data(20, 1)
+    model = ExactGP(make_kernel("rbf", 1), X, y)
+    with pytest.raises(ValueError, match="lam_init"):
+        fit_admm_hocv(model, lam_init="zeros")
+    with pytest.raises(ValueError, match="rho_tau"):
+        fit_admm_hocv(model, adaptive_rho=True, rho_tau=1.0)
+    with pytest.raises(ValueError, match="rho_min"):
+        fit_admm_hocv(model, rho_min=10.0, rho_max=1.0)

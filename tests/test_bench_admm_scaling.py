@@ -1,0 +1,43 @@
+"""``admm-scaling`` helpers and a tiny synthetic run (timings not asserted)."""
+
+import argparse
+import json
+import math
+
+import pytest
+import torch
+
+from gpscale.bench import Recorder
+from gpscale.bench.admm_scaling import run_scaling, slope
+
+
+def test_slope_recovers_a_power_law_and_ignores_small_n():
+    ns = [500, 1000, 2000, 4000, 8000]
+    ts = [3e-7 * n**2.0 for n in ns]
+    ts[0] = 1.0  # below n_min = 1000: must not count
+    assert slope(ns, ts) == pytest.approx(2.0, abs=1e-12)
+    assert slope(ns, [1e-9 * n**3 for n in ns], n_min=0) == pytest.approx(3.0, abs=1e-12)
+    assert slope([500, 1000], [1.0, 2.0]) is None  # one point at n >= 1000
+
+
+def test_scaling_bench_on_tiny_synthetic_sets(tmp_path, capsys):
+    args = argparse.Namespace(n=[40, 80], datasets=["synthetic"], exact_max_n=None,
+                              synthetic_max_n=None, repeats=1, no_gpytorch=True,
+                              quick=True, device=torch.device("cpu"))
+    rec = Recorder("admm-scaling", None, "cpu")
+    run_scaling(args, rec)
+    rec.finish()
+    lines = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
+    iters = [r for r in lines if r.get("kind") == "iteration"]
+    assert {(r["n"], r["method"]) for r in iters} == {(40, "admm"), (80, "admm"),
+                                                      (40, "exact"), (80, "exact")}
+    assert all(r["median_s"] > 0 for r in iters)
+    factors = [r for r in lines if r.get("kind") == "scaling_factor"]
+    assert {r["method"] for r in factors} == {"admm", "exact"}
+    for r in factors:
+        t = {x["n"]: x["median_s"] for x in iters if x["method"] == r["method"]}
+        assert r["factor"] == pytest.approx((t[80] / t[40]) / 2.0)
+    summary = lines[-1]
+    assert summary["summary"] is True and summary["n_max"] == 80
+    assert summary["slope_admm_synthetic"] is None  # no n >= 1000: no fit
+    assert math.isfinite(summary["admm_iter_s_at_80_synthetic"])
