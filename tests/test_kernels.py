@@ -150,3 +150,15 @@ def test_kernel_argument_errors():
         Matern(nu=2.0)
     with pytest.raises(TypeError):
         RBF() + 3  # noqa: B018
+
+
+def test_positive_value_at_its_floor_round_trips():
+    k = RBF(1.0)
+    with torch.no_grad():
+        k.raw_lengthscale.fill_(-1000.0)  # softplus underflows: the value reads as the floor
+    floor = type(k).lengthscale.floor
+    assert float(k.lengthscale) == floor
+    k.lengthscale = k.lengthscale.detach()  # e.g. copying fitted values into a new model
+    assert float(k.lengthscale) == floor and torch.isfinite(k.raw_lengthscale).all()
+    with pytest.raises(ValueError, match="greater than"):
+        k.lengthscale = floor / 2

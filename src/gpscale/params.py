@@ -53,13 +53,14 @@ class Positive:
             dtype=like.dtype if like is not None else torch.float64,
             device=like.device if like is not None else None,
         )
-        if not torch.isfinite(value).all() or (value <= self.floor).any():
+        if not torch.isfinite(value).all() or (value < self.floor).any() or (value <= 0).any():
             raise ValueError(
                 f"{type(obj).__name__}.{self.name} must be finite and greater than "
                 f"{self.floor:g}; got {value.detach().cpu().numpy()!r}. "
                 "Pass a positive value (e.g. 1.0)."
             )
-        raw = inv_softplus(value - self.floor)
+        # a value read back at the floor (softplus underflowed) maps to a very negative raw
+        raw = inv_softplus((value - self.floor).clamp_min(1e-300))
         if existing is None:
             obj.register_parameter(self.raw_name, nn.Parameter(raw))
         else:
