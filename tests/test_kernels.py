@@ -157,8 +157,8 @@ def test_positive_value_at_its_floor_round_trips():
     with torch.no_grad():
         k.raw_lengthscale.fill_(-1000.0)  # softplus underflows: the value reads as the floor
     floor = type(k).lengthscale.floor
-    assert float(k.lengthscale) == floor
+    assert k.lengthscale.item() == floor
     k.lengthscale = k.lengthscale.detach()  # e.g. copying fitted values into a new model
-    assert float(k.lengthscale) == floor and torch.isfinite(k.raw_lengthscale).all()
+    assert k.lengthscale.item() == floor and torch.isfinite(k.raw_lengthscale).all()
     with pytest.raises(ValueError, match="greater than"):
         k.lengthscale = floor / 2
