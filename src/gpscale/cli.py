@@ -9,19 +9,18 @@ Errors print ``gpscale: error: ...`` and exit with status 2; Ctrl-C exits with 1
 from __future__ import annotations
 
 import argparse
-import contextlib
 import csv
 import importlib
 import math
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
-import torch
 
 from . import __version__, api
 from .kernels import KERNELS
+from .threads import thread_limit
 
 __all__ = ["main", "build_parser", "read_csv", "csv_columns", "write_predictions"]
 
@@ -93,7 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command is None:
             parser.print_help(sys.stderr)
             return 2
-        with _threads(args.threads):
+        with thread_limit(args.threads):
             return {"demo": _demo, "fit": _fit, "predict": _predict}[args.command](args)
     except KeyboardInterrupt:
         print("gpscale: interrupted", file=sys.stderr)
@@ -101,22 +100,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, OSError) as err:
         print(f"gpscale: error: {err}", file=sys.stderr)
         return 2
-
-
-@contextlib.contextmanager
-def _threads(n: int | None) -> Iterator[None]:
-    """torch's intra-op thread count set to ``n`` for one command, then restored."""
-    if n is None:
-        yield
-        return
-    if n < 1:
-        raise ValueError(f"--threads must be >= 1, got {n}")
-    before = torch.get_num_threads()
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 # -- commands -------------------------------------------------------------------------------

@@ -10,13 +10,11 @@ asserted.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import shlex
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 
-import torch
-
+from ..threads import thread_limit
 from .harness import (
     LOAD_ERRORS,
     REGISTRY,
@@ -71,34 +69,11 @@ def run(name: str, args: argparse.Namespace, command: str | None = None) -> Reco
     device = resolve_device(args.device)
     args.device = device
     threads = getattr(args, "threads", None)
-    with _thread_limit(threads):
+    with thread_limit(threads):
         rec = Recorder(name, args.out, device, command=command)
         bench.run(args, rec)
         rec.finish(bench.plot)
     return rec
-
-
-@contextlib.contextmanager
-def _thread_limit(threads: int | None) -> Iterator[None]:
-    """Run with ``threads`` CPU threads in torch and (via threadpoolctl, when installed)
-    in the BLAS / OpenMP libraries numpy and scikit-learn use; restored afterwards."""
-    if threads is None:
-        yield
-        return
-    if threads < 1:
-        raise ValueError(f"--threads must be >= 1, got {threads}")
-    before = torch.get_num_threads()
-    try:
-        from threadpoolctl import threadpool_limits
-        limit = threadpool_limits(threads)
-    except ImportError:
-        limit = contextlib.nullcontext()
-    torch.set_num_threads(threads)
-    try:
-        with limit:
-            yield
-    finally:
-        torch.set_num_threads(before)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
