@@ -112,3 +112,15 @@ def test_fit_learns_lengthscale_and_noise():
     assert 0.005 < model.noise.item() < 0.02  # true noise variance 0.01
     m, _ = model.predict(X[:50])
     assert math.sqrt(float(((m - torch.sin(2 * X[:50, 0])) ** 2).mean())) < 0.06
+
+
+def test_predict_rejects_inputs_with_other_columns():
+    from gpscale import ExactGP
+    from gpscale.kernels import make_kernel
+
+    X, y = _data(n=20)
+    models = [FeatureGP(RandomFourierFeatures(2, 8), X, y),
+              ExactGP(make_kernel("rbf-ard", 2), X, y)]
+    for model in models:
+        with pytest.raises(ValueError, match="3 columns but the model was trained on 2"):
+            model.predict(torch.zeros(4, 3, dtype=D64))

@@ -54,6 +54,15 @@ def as_vector(y, name: str = "y", dtype: torch.dtype = torch.float64, device=Non
     return T
 
 
+def as_test_inputs(X_new, X_train: torch.Tensor) -> torch.Tensor:
+    """``X_new`` as a finite matrix with the training inputs' dtype, device and columns."""
+    Xs = as_matrix(X_new, "X_new", X_train.dtype, X_train.device)
+    if Xs.shape[1] != X_train.shape[1]:
+        raise ValueError(f"X_new has {Xs.shape[1]} columns but the model was trained on "
+                         f"{X_train.shape[1]}")
+    return Xs
+
+
 def check_xy(X, y, dtype: torch.dtype = torch.float64, device=None):
     """Validated (X, y) pair with matching lengths."""
     Xt = as_matrix(X, "X", dtype, device)

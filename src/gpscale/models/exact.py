@@ -20,7 +20,7 @@ from torch import nn
 from ..kernels import Kernel
 from ..linalg import robust_cholesky
 from ..params import LOG_2PI, Positive, summary
-from ..validation import as_matrix, check_xy
+from ..validation import as_test_inputs, check_xy
 
 
 class _GaussianNLL(torch.autograd.Function):
@@ -157,12 +157,7 @@ class ExactGP(nn.Module):
         ``include_noise`` adds σ² (predictive distribution of y rather than f).
         Test points are processed in blocks of ``block`` rows.
         """
-        Xs = as_matrix(X_new, "X_new", self.X.dtype, self.X.device)
-        if Xs.shape[1] != self.X.shape[1]:
-            raise ValueError(
-                f"X_new has {Xs.shape[1]} columns but the model was trained on "
-                f"{self.X.shape[1]}"
-            )
+        Xs = as_test_inputs(X_new, self.X)
         L, alpha = self._factor()
         if full_cov:
             Ks = self.kernel(self.X, Xs)

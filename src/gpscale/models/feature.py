@@ -20,7 +20,7 @@ from torch import nn
 from ..features import FeatureMap
 from ..linalg import robust_cholesky
 from ..params import LOG_2PI, Positive, summary
-from ..validation import as_matrix, check_xy
+from ..validation import as_test_inputs, check_xy
 
 #: bytes for one chunk of Φ and its temporaries
 CHUNK_BYTES = 64 * 2**20
@@ -148,10 +148,7 @@ class FeatureGP(nn.Module):
         self, X_new, include_noise: bool = False, full_cov: bool = False
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Posterior mean and variance (or covariance) at ``X_new``."""
-        Xs = as_matrix(X_new, "X_new", self.X.dtype, self.X.device)
-        if Xs.shape[1] != self.X.shape[1]:
-            raise ValueError(f"X_new has {Xs.shape[1]} columns but the model was trained "
-                             f"on {self.X.shape[1]}")
+        Xs = as_test_inputs(X_new, self.X)
         gram, proj, _ = self.statistics()
         L = self._factor(gram)
         mean_w = torch.cholesky_solve(proj[:, None], L)[:, 0]
