@@ -235,19 +235,24 @@ def test_bad_input_names_the_argument():
     assert fit_admm(model, "admm-kfold", k=2, max_iter=2).method == "admm-kfold"
 
 
-def test_interrupt_keeps_the_best_theta(monkeypatch):
-    X, y = _data(40, 1, seed=8)
-    model = ExactGP(make_kernel("rbf", 1), X, y, noise=0.5)
+def _interrupt_at_iteration(monkeypatch, k: int) -> None:
+    """Make the k-th ADMM iteration (counted over all folds) raise KeyboardInterrupt."""
     calls = {"n": 0}
     original = HoldoutADMM.iterate
 
     def interrupted(self):
         calls["n"] += 1
-        if calls["n"] == 4:
+        if calls["n"] == k:
             raise KeyboardInterrupt
         return original(self)
 
     monkeypatch.setattr(HoldoutADMM, "iterate", interrupted)
+
+
+def test_interrupt_keeps_the_best_theta(monkeypatch):
+    X, y = _data(40, 1, seed=8)
+    model = ExactGP(make_kernel("rbf", 1), X, y, noise=0.5)
+    _interrupt_at_iteration(monkeypatch, 4)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         res = fit_admm_hocv(model, max_iter=50, eps=1e-9)
@@ -259,16 +264,7 @@ def test_interrupt_keeps_the_best_theta(monkeypatch):
 def test_interrupted_kfold_averages_the_folds_finished_so_far(monkeypatch):
     X, y = _data(40, 1, seed=9)
     model = ExactGP(make_kernel("rbf", 1), X, y, noise=0.5)
-    calls = {"n": 0}
-    original = HoldoutADMM.iterate
-
-    def interrupted(self):
-        calls["n"] += 1
-        if calls["n"] == 3:
-            raise KeyboardInterrupt
-        return original(self)
-
-    monkeypatch.setattr(HoldoutADMM, "iterate", interrupted)
+    _interrupt_at_iteration(monkeypatch, 3)
     res = fit_admm_kfold(model, k=2, max_iter=50, eps=1e-9)
     assert res.reason == "interrupted"
     assert {h["fold"] for h in res.history} == {0}  # fold 1 never started
