@@ -409,3 +409,20 @@ def test_grief_preconditioner_speeds_up_cg_on_the_exact_kernel():
     phi = f(X).detach()
     torch.testing.assert_close(M(V), torch.linalg.solve(s * phi @ phi.mT
                                                         + noise * torch.eye(300, dtype=F64), V))
+
+
+def test_mala_ctrl_c_keeps_the_samples_so_far():
+    calls = {"n": 0}
+
+    def log_target(z):
+        calls["n"] += 1
+        if calls["n"] == 300:
+            raise KeyboardInterrupt
+        return -0.5 * z @ z, -z
+
+    res = mala(log_target, torch.zeros(2, dtype=F64), n_iter=1000, warmup=100, thin=1, seed=0)
+    assert res.interrupted and res.n_iter < 1000
+    assert 0 < res.samples.shape[0] < 900
+    full = mala(lambda z: (-0.5 * z @ z, -z), torch.zeros(2, dtype=F64), n_iter=200, warmup=50,
+                thin=1, seed=0)
+    assert not full.interrupted

@@ -38,6 +38,7 @@ class MCMCResult:
     wall_s: float
     warmup_acceptance: float = float("nan")
     history: list[dict] = field(default_factory=list)
+    interrupted: bool = False  # Ctrl-C: the samples kept so far (or the current state)
 
 
 def effective_sample_size(x: torch.Tensor) -> torch.Tensor:
@@ -102,6 +103,7 @@ def mala(
     history: list[dict] = []
     it = -1
     bar = tqdm(total=n_iter, desc="MALA", disable=not progress, leave=False)
+    interrupted = False
     try:
         for it in range(n_iter):
             xi = torch.randn(z.shape, generator=gen, dtype=z.dtype).to(z.device)
@@ -132,7 +134,7 @@ def mala(
                                 "time_s": time.perf_counter() - t0})
             bar.update(1)
     except KeyboardInterrupt:
-        pass
+        interrupted = True
     finally:
         bar.close()
     samples = torch.stack(kept) if kept else z[None].clone()
@@ -147,6 +149,7 @@ def mala(
         wall_s=time.perf_counter() - t0,
         warmup_acceptance=acc_warm / max(1, min(warmup, it + 1)),
         history=history,
+        interrupted=interrupted,
     )
 
 
