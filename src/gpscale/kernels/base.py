@@ -19,7 +19,12 @@ from ..params import Positive, summary
 
 
 class Kernel(nn.Module):
-    """Base class. Subclasses implement ``_k(X1, X2)`` and ``_diag(X)`` on active columns."""
+    """Base class. Subclasses implement ``_k(X1, X2)`` and ``_diag(X)`` on active columns.
+
+    Contract: ``kernel(X1, X2)`` returns a new tensor that the caller owns and may
+    modify in place (the exact GP adds σ² to its diagonal, :class:`Scale` scales it
+    when autograd is off), never a cached or shared one.
+    """
 
     def __init__(self, active_dims: list[int] | None = None) -> None:
         super().__init__()
