@@ -1,5 +1,5 @@
 # Two commands on a fresh machine:  `make demo`  and  `make test`.
-# Both create .venv if it is missing and install gpscale with every extra,
+# Both create .venv if it is missing and install gpscale with every extra (chem = RDKit for molecules),
 # through constraints.txt, which pins the CPU build of torch.
 PY ?= python3
 VENV := .venv
@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q -c constraints.txt -e '.[data,bench,dev]'
+	$(VENV)/bin/python -m pip install -q -c constraints.txt -e '.[data,bench,dev,chem]'
 	touch $(STAMP)
 
 .PHONY: install demo test test-all lint
