@@ -1,0 +1,156 @@
+"""The minibatch loop shared by the stochastic trainers (MINIMAX, SCGD, BSGD, SVGP).
+
+A method supplies ``step(batch, t)``: one update on the rows ``batch`` (a LongTensor)
+at step ``t`` = 1, 2, …, returning the batch objective (a float) or ``None``. The loop
+owns everything else: seeded epoch permutations, evaluation checkpoints that keep the
+iterate with the best value of ``evaluate()`` (the papers report the best exact NLML
+seen), divergence and Ctrl-C handling, a time budget and the :class:`FitResult`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+
+import torch
+from tqdm.auto import tqdm
+
+from .result import FitResult, restore, snapshot
+
+#: default learning rates per optimiser name
+DEFAULT_LR = {"adadelta": 1.0, "adam": 1e-2, "sgd": 1e-3}
+
+
+def make_optimizer(name: str, params: list[torch.Tensor], lr: float | None = None
+                   ) -> torch.optim.Optimizer:
+    """``"adadelta"`` (the unbiased-stochastic paper's choice), ``"adam"`` or ``"sgd"``."""
+    key = str(name).lower()
+    if key not in DEFAULT_LR:
+        raise ValueError(f"optimizer={name!r} is not one of {sorted(DEFAULT_LR)}")
+    lr = DEFAULT_LR[key] if lr is None else float(lr)
+    if not lr > 0:
+        raise ValueError(f"lr must be positive, got {lr}")
+    cls = {"adadelta": torch.optim.Adadelta, "adam": torch.optim.Adam,
+           "sgd": torch.optim.SGD}[key]
+    return cls(params, lr=lr)
+
+
+def make_generator(seed: int | torch.Generator | None) -> torch.Generator:
+    """A CPU generator: ``seed`` itself when it is one, else seeded by ``seed`` (0 if None)."""
+    if isinstance(seed, torch.Generator):
+        return seed
+    gen = torch.Generator()
+    gen.manual_seed(0 if seed is None else int(seed))
+    return gen
+
+
+def epoch_batches(n: int, batch_size: int, generator: torch.Generator,
+                  device: torch.device | str | None = None) -> Iterator[torch.Tensor]:
+    """One pass over a random permutation of range(n) in batches of ``batch_size``
+    (the last batch may be smaller)."""
+    perm = torch.randperm(n, generator=generator).to(device)
+    yield from torch.split(perm, batch_size)
+
+
+def check_batch_size(batch_size: int, n: int) -> int:
+    if isinstance(batch_size, bool) or int(batch_size) != batch_size or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+    if batch_size > n:
+        raise ValueError(f"batch_size={batch_size} exceeds the number of training rows n={n}; "
+                         "use a smaller batch")
+    return int(batch_size)
+
+
+def run_minibatch(
+    step: Callable[[torch.Tensor, int], float | None],
+    params: list[torch.Tensor],
+    n: int,
+    batch_size: int,
+    epochs: float = 10,
+    evaluate: Callable[[], float] | None = None,
+    eval_every: int | None = None,
+    seed: int | torch.Generator | None = 0,
+    max_time: float | None = None,
+    device: torch.device | str | None = None,
+    progress: bool = False,
+    method: str = "minibatch",
+    theta: Callable[[], dict[str, list[float]]] | None = None,
+) -> FitResult:
+    """Run ``step`` over ``epochs`` passes of random minibatches.
+
+    ``evaluate`` (e.g. the exact NLML per point from one streaming pass) is called
+    every ``eval_every`` steps (default: once per epoch) and at the end; the
+    parameters ``params`` with the lowest value are restored when the loop ends.
+    A non-finite batch objective or parameter stops the run with reason
+    ``"diverged"`` (best iterate kept); Ctrl-C stops it with ``"interrupted"``.
+    """
+    batch_size = check_batch_size(batch_size, n)
+    if not epochs > 0:
+        raise ValueError(f"epochs must be positive, got {epochs}")
+    steps_per_epoch = math.ceil(n / batch_size)
+    total = max(1, math.ceil(epochs * steps_per_epoch))
+    eval_every = steps_per_epoch if eval_every is None else int(eval_every)
+    if eval_every < 1:
+        raise ValueError(f"eval_every must be a positive integer, got {eval_every}")
+    gen = make_generator(seed)
+    t0 = time.perf_counter()
+    best = {"value": math.inf, "params": snapshot(params), "step": 0}
+    history: list[dict] = []
+    batch_values: list[float] = []
+    bar = tqdm(total=total, desc=method, disable=not progress, leave=False)
+
+    def checkpoint(t: int) -> None:
+        row = {"iter": t, "epoch": t / steps_per_epoch, "time_s": time.perf_counter() - t0}
+        if batch_values:
+            row["batch_objective"] = sum(batch_values) / len(batch_values)
+            batch_values.clear()
+        if evaluate is not None:
+            value = float(evaluate())
+            row["objective"] = value
+            if math.isfinite(value) and value < best["value"]:
+                best.update(value=value, params=snapshot(params), step=t)
+            bar.set_postfix(objective=f"{value:.5g}")
+        history.append(row)
+
+    reason, t = "max_epochs", 0
+    try:
+        while t < total:
+            for batch in epoch_batches(n, batch_size, gen, device):
+                t += 1
+                value = step(batch, t)
+                if value is not None:
+                    batch_values.append(float(value))
+                if (value is not None and not math.isfinite(float(value))) or not all(
+                        bool(torch.isfinite(p).all()) for p in params):
+                    reason = "diverged"
+                    break
+                bar.update(1)
+                if t % eval_every == 0 or t == total:
+                    checkpoint(t)
+                if t >= total or (max_time is not None and time.perf_counter() - t0 > max_time):
+                    break
+            if reason == "diverged":
+                break
+            if max_time is not None and time.perf_counter() - t0 > max_time and t < total:
+                reason = "max_time"
+                break
+    except KeyboardInterrupt:
+        reason = "interrupted"
+    finally:
+        bar.close()
+    if evaluate is not None:
+        if reason != "diverged" and (not history or history[-1]["iter"] != t):
+            checkpoint(t)
+        if not math.isfinite(best["value"]):
+            raise RuntimeError(f"{method}: no evaluation gave a finite objective; "
+                               "lower the learning rate or check the data")
+        restore(params, best["params"])
+        objective = best["value"]
+    else:
+        if reason == "diverged":
+            restore(params, best["params"])
+        objective = history[-1].get("batch_objective", math.nan) if history else math.nan
+    return FitResult(method=method, theta=theta() if theta is not None else {},
+                     objective=objective, history=history, converged=False, reason=reason,
+                     wall_s=time.perf_counter() - t0, n_evals=t)
