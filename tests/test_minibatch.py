@@ -29,7 +29,7 @@ def test_loop_keeps_the_best_evaluated_iterate_and_counts_steps():
         return float(f.detach())
 
     def evaluate():
-        value = float(((x - 1) ** 2).sum())
+        value = float(((x.detach() - 1) ** 2).sum())
         seen.append(value)
         return value
 
