@@ -44,3 +44,23 @@ def test_rff_matern_and_options():
     assert pred.model.features.num_features == 64
     with pytest.raises(ValueError, match="does not take"):
         gpscale.fit(X, y, method="rff", restarts=2)
+
+
+def test_grief_i_method_mixture_predicts_and_round_trips(tmp_path):
+    X, y = _data()
+    pred = gpscale.fit(X, y, method="grief-i", num_features=40, n_iter=600, burn=200, thin=10)
+    assert pred.method == "grief-i" and pred.model.num_samples == 40
+    diag = pred.result.history[-1]
+    assert 0.0 < diag["acceptance_rate"] <= 1.0 and diag["ess_min"] > 0
+    mean, std = pred.predict(X[:40], return_std=True)
+    assert float(np.sqrt(np.mean((mean - y[:40]) ** 2))) < 0.2
+    assert np.all(std > 0)
+    assert "GRIEF-I posterior: 40 draws" in pred.summary()
+    loaded = gpscale.load(pred.save(tmp_path / "model.pt"))
+    m2, s2 = loaded.predict(X[:40], return_std=True)
+    np.testing.assert_allclose(m2, mean, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(s2, std, rtol=1e-10, atol=1e-10)
+    with pytest.raises(ValueError, match="burn"):
+        gpscale.fit(X, y, method="grief-i", n_iter=100, burn=100)
+    with pytest.raises(ValueError, match="RBF or Matérn"):
+        gpscale.fit(X, y, method="grief-i", kernel="periodic")

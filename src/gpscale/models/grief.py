@@ -29,6 +29,7 @@ and :func:`grief_preconditioner` (§4.1, (K̃ + σ²I)⁻¹ for PCG on the exact
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 from ..linalg import woodbury_factor
 from ..params import LOG_2PI
@@ -141,28 +142,58 @@ class OrthogonalGrief:
         return mean, (var + noise if include_noise else var)
 
 
-class GriefIPosterior:
+class GriefIPosterior(nn.Module):
     """GP-GRIEF-I predictive model: the MCMC draws (wₛ, σ²ₛ) of the re-weighted kernel
     s₀ Φ̃ diag(w) Φ̃ᵀ (basis rotated as in §5, ``OrthogonalGrief(normalize=False)`` on
     √s₀ Φ, so w = 1 is the initialised GRIEF kernel), averaged as a Gaussian mixture:
-    mean = (1/S) Σₛ μₛ, var = (1/S) Σₛ (vₛ + μₛ²) − mean²."""
+    mean = (1/S) Σₛ μₛ, var = (1/S) Σₛ (vₛ + μₛ²) − mean².
 
-    def __init__(self, features, scale: torch.Tensor, orth: OrthogonalGrief,
-                 w: torch.Tensor, noise: torch.Tensor) -> None:
-        self.features, self.scale, self.orth = features, scale, orth
-        self.w, self.noise = w, noise
+    A module whose buffers hold everything prediction needs (the rotation, r̃, the
+    draws and, when given, the training inputs the grid was built from), so that it
+    saves and loads through its ``state_dict``.
+    """
+
+    def __init__(self, features, scale: torch.Tensor, V: torch.Tensor, sv2: torch.Tensor,
+                 r: torch.Tensor, w: torch.Tensor, noise: torch.Tensor,
+                 normalize: bool = False, X: torch.Tensor | None = None) -> None:
+        super().__init__()
+        self.features, self.normalize = features, bool(normalize)
+        self.register_buffer("scale", torch.as_tensor(scale, dtype=w.dtype, device=w.device))
+        self.register_buffer("V", V)  # rotation Ṽ (p × p̃)
+        self.register_buffer("sv2", sv2)  # σ̃², the kept eigenvalues of ΦᵀΦ
+        self.register_buffer("r", r)  # r̃ = Φ̃ᵀy
+        self.register_buffer("w", w)  # (S, p̃) weight draws
+        self.register_buffer("noise", noise)  # (S,) σ² draws
+        self.register_buffer("X", X)  # training inputs (the grid's origin), for saving
+
+    @classmethod
+    def from_orthogonal(cls, features, scale: torch.Tensor, orth: OrthogonalGrief,
+                        w: torch.Tensor, noise: torch.Tensor,
+                        X: torch.Tensor | None = None) -> GriefIPosterior:
+        """The posterior over draws (w, σ²) in the basis of ``orth``."""
+        return cls(features, scale, orth.V, orth.sv2, orth.r, w, noise, orth.normalize, X)
+
+    @property
+    def n(self) -> int | None:
+        return None if self.X is None else self.X.shape[0]
+
+    @property
+    def num_samples(self) -> int:
+        return self.w.shape[0]
 
     @torch.no_grad()
     def predict(self, X_new: torch.Tensor, include_noise: bool = False,
                 block: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
         """Mixture mean and variance at ``X_new`` over all kept samples."""
         X_new = as_matrix(X_new, "X_new", self.w.dtype, self.w.device)
+        a = torch.ones_like(self.sv2) if self.normalize else self.sv2
         means, variances = [], []
         for s in range(0, X_new.shape[0], block):
             phi = self.features(X_new[s : s + block]) * self.scale.sqrt()
-            pt = self.orth.transform(phi)
-            D = self.noise[:, None] + self.orth.a * self.w  # (S, p̃)
-            mu = (self.w * self.orth.r / D) @ pt.mT  # (S, b)
+            pt = phi @ self.V
+            pt = pt / self.sv2.sqrt() if self.normalize else pt
+            D = self.noise[:, None] + a * self.w  # (S, p̃)
+            mu = (self.w * self.r / D) @ pt.mT  # (S, b)
             var = self.noise[:, None] * ((self.w / D) @ (pt * pt).mT)
             if include_noise:
                 var = var + self.noise[:, None]
@@ -170,6 +201,19 @@ class GriefIPosterior:
             means.append(mean)
             variances.append(((var + mu * mu).mean(0) - mean * mean).clamp_min(0.0))
         return torch.cat(means), torch.cat(variances)
+
+    def summary(self) -> str:
+        ls = self.features.lengthscale.detach().reshape(-1).cpu()
+        w = self.w.mean(0).cpu()
+        return "\n".join([
+            f"GP-GRIEF-I posterior: {self.num_samples} draws, rank p̃ = {self.w.shape[1]}",
+            f"  base lengthscales (fixed): {[round(float(v), 4) for v in ls]}",
+            f"  signal variance s₀ (fixed): {float(self.scale):.5g}",
+            f"  noise σ²: mean {float(self.noise.mean()):.5g}, "
+            f"std {float(self.noise.std()) if self.num_samples > 1 else 0.0:.3g}",
+            f"  weights w (posterior means): min {float(w.min()):.4g}, "
+            f"median {float(w.median()):.4g}, max {float(w.max()):.4g}",
+        ])
 
 
 def grief_preconditioner(

@@ -226,4 +226,4 @@ def fit_grief_i(
     chain = mala(log_target, z0, n_iter=n_iter, warmup=burn, thin=thin, seed=seed,
                  progress=progress)
     v = torch.exp(chain.samples)
-    return GriefIPosterior(features, s0, orth, v[:, :-1], v[:, -1]), chain
+    return GriefIPosterior.from_orthogonal(features, s0, orth, v[:, :-1], v[:, -1], X=X), chain
