@@ -7,6 +7,7 @@ import torch
 
 from gpscale.data.synthetic import synthetic_admm
 from gpscale.kernels import make_kernel
+from gpscale.linalg import pivoted_cholesky
 from gpscale.models.exact import ExactGP
 from gpscale.train.admm import (
     ADMMDivergenceError,
@@ -15,7 +16,6 @@ from gpscale.train.admm import (
     fit_admm_hocv,
     holdout_split,
     make_options,
-    pivoted_cholesky,
 )
 from gpscale.train.admm_core import HoldoutADMM
 from gpscale.train.admm_kfold import (

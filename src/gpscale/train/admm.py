@@ -19,9 +19,10 @@ import torch
 from tqdm.auto import tqdm
 
 from ..linalg import cg
+from ..linalg.lowrank import low_rank_inverse, pivoted_cholesky
 from ..models.exact import ExactGP
 from ..validation import as_matrix
-from .admm_core import ADMMOptions, HoldoutADMM, low_rank_inverse, pivoted_cholesky
+from .admm_core import ADMMOptions, HoldoutADMM
 from .result import FitResult, theta_of
 
 

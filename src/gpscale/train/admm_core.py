@@ -39,16 +39,15 @@ paper's ρ and 95–99.5 % with both options.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 
-from ..kernels import Kernel
-from ..kernels.chunked import auto_block, kernel_matmul
-from ..linalg import cg, woodbury_factor
+from ..kernels.chunked import auto_block
+from ..linalg import cg
 from ..models.exact import ExactGP
 from ..params import positive_params
+from .admm_ops import KernelOps, rank1_vjp
 
 
 @dataclass
@@ -134,93 +133,6 @@ class ADMMOptions:
             raise ValueError(f"memory must be 'auto', 'dense' or 'chunked', got {self.memory!r}")
         if not 0 < self.armijo_shrink < 1 or not 0 < self.armijo_c < 1:
             raise ValueError("armijo_shrink and armijo_c must lie in (0, 1)")
-
-
-def rank1_vjp(kernel: Kernel, X1: torch.Tensor, X2: torch.Tensor, a: torch.Tensor,
-              b: torch.Tensor, block: int) -> dict[torch.Tensor, torch.Tensor]:
-    """Gradients of aᵀ K(X1, X2) b in every trainable kernel parameter, contracting
-    ``block`` rows at a time (G = a bᵀ is never held whole)."""
-    out: dict[torch.Tensor, torch.Tensor] = {}
-    for s in range(0, X1.shape[0], block):
-        part, _ = kernel.vjp(X1[s:s + block], X2, a[s:s + block, None] * b[None, :])
-        for p, g in part.items():
-            out[p] = out[p] + g if p in out else g.clone()
-    return out
-
-
-def pivoted_cholesky(kernel: Kernel, X: torch.Tensor, rank: int, rel_tol: float = 1e-10,
-                     K: torch.Tensor | None = None) -> torch.Tensor:
-    """Partial pivoted Cholesky L (n x m, m ≤ rank) of K(X, X) ≈ L Lᵀ: greedy pivot on
-    the largest remaining diagonal, one kernel row per pivot (read from ``K`` when the
-    dense matrix is at hand), O(n m²) time."""
-    n = X.shape[0]
-    L = X.new_zeros(n, min(rank, n))
-    with torch.no_grad():
-        d = (K.diagonal() if K is not None else kernel.diag(X)).clone()
-        scale = float(d.max()) if n else 0.0
-        for m in range(L.shape[1]):
-            i = int(torch.argmax(d))
-            if float(d[i]) <= rel_tol * scale:
-                return L[:, :m]
-            row = K[i] if K is not None else kernel(X[i:i + 1], X)[0]
-            row = row - L[:, :m] @ L[i, :m]
-            L[:, m] = row / math.sqrt(float(d[i]))
-            d = (d - L[:, m] ** 2).clamp_min(0.0)
-            d[i] = 0.0
-    return L
-
-
-def low_rank_inverse(L: torch.Tensor, s2: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
-    """R ↦ (L Lᵀ + σ²I)⁻¹ R by Woodbury (one r x r Cholesky, r = L.shape[1])."""
-    if L.shape[1] == 0:
-        return lambda R: R / s2
-    F = woodbury_factor(L.mT @ L, s2, torch.ones((), dtype=L.dtype, device=L.device))
-    return lambda R: (R - L @ torch.cholesky_solve(L.mT @ R, F)) / s2
-
-
-class KernelOps:
-    """Products with K_VT, K_VTᵀ and C = K_TT + σ²I at the kernel's current θ.
-
-    Dense mode holds K_VT and K_TT (one kernel evaluation per θ, then BLAS products);
-    chunked mode recomputes row blocks on every product. In chunked mode the kernel's
-    parameters must not change while the object is in use.
-    """
-
-    def __init__(self, kernel: Kernel, noise: torch.Tensor, X_T: torch.Tensor,
-                 X_V: torch.Tensor, dense: bool, block: int | None) -> None:
-        self.kernel, self.X_T, self.X_V, self.dense = kernel, X_T, X_V, dense
-        self.s2 = noise.detach()
-        self.block = block
-        with torch.no_grad():
-            self.KVT = kernel(X_V, X_T) if dense else None
-            self.KTT = kernel(X_T, X_T) if dense else None
-        self._pinv: dict[int, Callable[[torch.Tensor], torch.Tensor]] = {}
-
-    def c_inv_approx(self, rank: int) -> Callable[[torch.Tensor], torch.Tensor] | None:
-        """P⁻¹ with P = L Lᵀ + σ²I ≈ C (rank-``rank`` pivoted Cholesky); None if rank 0."""
-        if rank <= 0:
-            return None
-        if rank not in self._pinv:
-            self._pinv[rank] = low_rank_inverse(
-                pivoted_cholesky(self.kernel, self.X_T, rank, K=self.KTT), self.s2)
-        return self._pinv[rank]
-
-    def _mm(self, X1: torch.Tensor, X2: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-        with torch.no_grad():
-            return kernel_matmul(self.kernel, X1, X2, v, block=self.block)
-
-    def kvt(self, v: torch.Tensor) -> torch.Tensor:
-        """K_VT v."""
-        return self.KVT @ v if self.dense else self._mm(self.X_V, self.X_T, v)
-
-    def kvt_t(self, u: torch.Tensor) -> torch.Tensor:
-        """K_VTᵀ u (= K_TV u: kernels are symmetric)."""
-        return self.KVT.mT @ u if self.dense else self._mm(self.X_T, self.X_V, u)
-
-    def c(self, v: torch.Tensor) -> torch.Tensor:
-        """C v = K_TT v + σ² v."""
-        kv = self.KTT @ v if self.dense else self._mm(self.X_T, self.X_T, v)
-        return kv + self.s2 * v
 
 
 class HoldoutADMM:

@@ -1,0 +1,41 @@
+"""Low-rank approximations of a kernel matrix: greedy pivoted Cholesky and the
+Woodbury inverse of L Lᵀ + σ²I built on it (a CG preconditioner)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import torch
+
+from .woodbury import woodbury_factor
+
+
+def pivoted_cholesky(kernel, X: torch.Tensor, rank: int, rel_tol: float = 1e-10,
+                     K: torch.Tensor | None = None) -> torch.Tensor:
+    """Partial pivoted Cholesky L (n x m, m ≤ rank) of K(X, X) ≈ L Lᵀ: greedy pivot on
+    the largest remaining diagonal, one kernel row per pivot (read from ``K`` when the
+    dense matrix is at hand), O(n m²) time."""
+    n = X.shape[0]
+    L = X.new_zeros(n, min(rank, n))
+    with torch.no_grad():
+        d = (K.diagonal() if K is not None else kernel.diag(X)).clone()
+        scale = float(d.max()) if n else 0.0
+        for m in range(L.shape[1]):
+            i = int(torch.argmax(d))
+            if float(d[i]) <= rel_tol * scale:
+                return L[:, :m]
+            row = K[i] if K is not None else kernel(X[i:i + 1], X)[0]
+            row = row - L[:, :m] @ L[i, :m]
+            L[:, m] = row / math.sqrt(float(d[i]))
+            d = (d - L[:, m] ** 2).clamp_min(0.0)
+            d[i] = 0.0
+    return L
+
+
+def low_rank_inverse(L: torch.Tensor, s2: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
+    """R ↦ (L Lᵀ + σ²I)⁻¹ R by Woodbury (one r x r Cholesky, r = L.shape[1])."""
+    if L.shape[1] == 0:
+        return lambda R: R / s2
+    F = woodbury_factor(L.mT @ L, s2, torch.ones((), dtype=L.dtype, device=L.device))
+    return lambda R: (R - L @ torch.cholesky_solve(L.mT @ R, F)) / s2

@@ -1,0 +1,70 @@
+"""Kernel block operators of hold-out GPCV-ADMM: products with K_VT, K_VTᵀ and
+C = K_TT + σ²I (dense or recomputed by row blocks) and the rank-1 kernel contractions
+of the θ-gradient (eq. 17–18)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from ..kernels import Kernel
+from ..kernels.chunked import kernel_matmul
+from ..linalg.lowrank import low_rank_inverse, pivoted_cholesky
+
+
+def rank1_vjp(kernel: Kernel, X1: torch.Tensor, X2: torch.Tensor, a: torch.Tensor,
+              b: torch.Tensor, block: int) -> dict[torch.Tensor, torch.Tensor]:
+    """Gradients of aᵀ K(X1, X2) b in every trainable kernel parameter, contracting
+    ``block`` rows at a time (G = a bᵀ is never held whole)."""
+    out: dict[torch.Tensor, torch.Tensor] = {}
+    for s in range(0, X1.shape[0], block):
+        part, _ = kernel.vjp(X1[s:s + block], X2, a[s:s + block, None] * b[None, :])
+        for p, g in part.items():
+            out[p] = out[p] + g if p in out else g.clone()
+    return out
+
+
+class KernelOps:
+    """Products with K_VT, K_VTᵀ and C = K_TT + σ²I at the kernel's current θ.
+
+    Dense mode holds K_VT and K_TT (one kernel evaluation per θ, then BLAS products);
+    chunked mode recomputes row blocks on every product. In chunked mode the kernel's
+    parameters must not change while the object is in use.
+    """
+
+    def __init__(self, kernel: Kernel, noise: torch.Tensor, X_T: torch.Tensor,
+                 X_V: torch.Tensor, dense: bool, block: int | None) -> None:
+        self.kernel, self.X_T, self.X_V, self.dense = kernel, X_T, X_V, dense
+        self.s2 = noise.detach()
+        self.block = block
+        with torch.no_grad():
+            self.KVT = kernel(X_V, X_T) if dense else None
+            self.KTT = kernel(X_T, X_T) if dense else None
+        self._pinv: dict[int, Callable[[torch.Tensor], torch.Tensor]] = {}
+
+    def c_inv_approx(self, rank: int) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """P⁻¹ with P = L Lᵀ + σ²I ≈ C (rank-``rank`` pivoted Cholesky); None if rank 0."""
+        if rank <= 0:
+            return None
+        if rank not in self._pinv:
+            self._pinv[rank] = low_rank_inverse(
+                pivoted_cholesky(self.kernel, self.X_T, rank, K=self.KTT), self.s2)
+        return self._pinv[rank]
+
+    def _mm(self, X1: torch.Tensor, X2: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return kernel_matmul(self.kernel, X1, X2, v, block=self.block)
+
+    def kvt(self, v: torch.Tensor) -> torch.Tensor:
+        """K_VT v."""
+        return self.KVT @ v if self.dense else self._mm(self.X_V, self.X_T, v)
+
+    def kvt_t(self, u: torch.Tensor) -> torch.Tensor:
+        """K_VTᵀ u (= K_TV u: kernels are symmetric)."""
+        return self.KVT.mT @ u if self.dense else self._mm(self.X_T, self.X_V, u)
+
+    def c(self, v: torch.Tensor) -> torch.Tensor:
+        """C v = K_TT v + σ² v."""
+        kv = self.KTT @ v if self.dense else self._mm(self.X_T, self.X_T, v)
+        return kv + self.s2 * v
