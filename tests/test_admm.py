@@ -144,7 +144,7 @@ def test_kfold_naive_and_consensus_improve_the_cv_loss():
 def test_kfold_naive_averages_fold_estimates_and_runs_in_processes():
     ds = synthetic_admm("se", 60, seed=3, noise=0.3)
     model = ExactGP(make_kernel("rbf", 1), ds.X, ds.y, noise=0.5)
-    res = fit_admm_kfold(model, k=2, seed=1, max_iter=8)
+    res = fit_admm_kfold(model, k=2, seed=1, max_iter=8, scale="keep")
     finals = {}
     for rec in res.history:
         finals[rec["fold"]] = rec["theta"]  # the last record of each fold
@@ -152,7 +152,7 @@ def test_kfold_naive_averages_fold_estimates_and_runs_in_processes():
         mean = sum(finals[k][name][0] for k in finals) / len(finals)
         assert value[0] == pytest.approx(mean, rel=1e-10)
     parallel = ExactGP(make_kernel("rbf", 1), ds.X, ds.y, noise=0.5)
-    res2 = fit_admm_kfold(parallel, k=2, seed=1, max_iter=8, workers=2)
+    res2 = fit_admm_kfold(parallel, k=2, seed=1, max_iter=8, workers=2, scale="keep")
     assert res2.theta == res.theta  # same folds, same numbers, in two processes
 
 
@@ -318,3 +318,58 @@ def test_new_options_are_validated():
         fit_admm_hocv(model, adaptive_rho=True, rho_tau=1.0)
     with pytest.raises(ValueError, match="rho_min"):
         fit_admm_hocv(model, rho_min=10.0, rho_max=1.0)
+
+
+# -- the overall variance scale after CV training (admm_scale) ----------------------------
+@pytest.mark.parametrize("name", ["rbf-ard", "se+lp", "linear"])
+def test_ml_scale_is_the_profile_likelihood_optimum_and_keeps_the_mean(name, device):
+    from gpscale.train.admm_scale import calibrate_scale, ml_scale_factor, scale_handles
+
+    model, _ = _state(name, device=device)
+    X_new = model.X[:5] + 0.1
+    with torch.no_grad():
+        mean0, _ = model.predict(X_new)
+    c = calibrate_scale(model, tol=1e-12)
+    assert c is not None and c > 0
+    with torch.no_grad():
+        mean1, _ = model.predict(X_new)
+        best = float(model.nlml())
+        handles = [*scale_handles(model.kernel), (model, "noise")]
+        for f in (0.5, 0.8, 1.25, 2.0):  # any other overall scale has a larger NLML
+            saved = [getattr(m, n).detach().clone() for m, n in handles]
+            for m, n in handles:
+                setattr(m, n, getattr(m, n).detach() * f)
+            assert float(model.nlml()) > best
+            for (m, n), v in zip(handles, saved):
+                setattr(m, n, v)
+    torch.testing.assert_close(mean1, mean0, rtol=1e-7, atol=1e-9)  # the CV loss's input
+    assert ml_scale_factor(model, tol=1e-12) == pytest.approx(1.0, rel=1e-6)
+
+
+def test_scale_handles_need_every_variance_trainable():
+    from gpscale.kernels import RBF, Scale
+    from gpscale.train.admm_scale import scale_handles
+
+    k = Scale(RBF(1.0)) + Scale(RBF(2.0))
+    assert len(scale_handles(k)) == 2
+    assert len(scale_handles(Scale(RBF(1.0)) * RBF(3.0))) == 1
+    assert scale_handles(RBF(1.0)) is None
+    fixed = Scale(RBF(1.0))
+    fixed.raw_outputscale.requires_grad_(False)
+    assert scale_handles(fixed) is None and scale_handles(fixed + Scale(RBF(1.0))) is None
+
+
+def test_fit_records_the_scale_factor_and_keep_leaves_the_scale():
+    X, y = _data(60)
+    ml = ExactGP(make_kernel("rbf", 2), X, y, noise=0.3)
+    res = fit_admm_hocv(ml, max_iter=5)
+    factor = res.history[-1]["scale_factor"]
+    assert factor is not None and factor > 0
+    keep = ExactGP(make_kernel("rbf", 2), X, y, noise=0.3)
+    res_keep = fit_admm_hocv(keep, max_iter=5, scale="keep")
+    assert "scale_factor" not in res_keep.history[-1]
+    assert res_keep.objective == pytest.approx(res.objective)  # CV loss is scale-free
+    assert float(ml.noise.detach()) == pytest.approx(float(keep.noise.detach()) * factor,
+                                                    rel=1e-9)
+    with pytest.raises(ValueError, match="scale must be"):
+        fit_admm_hocv(keep, scale="auto")

@@ -23,6 +23,7 @@ from ..linalg.lowrank import low_rank_inverse, pivoted_cholesky
 from ..models.exact import ExactGP
 from ..validation import as_matrix
 from .admm_core import ADMMOptions, HoldoutADMM
+from .admm_scale import calibrate_scale
 from .result import FitResult, theta_of
 
 
@@ -125,8 +126,18 @@ def run_holdout(state: HoldoutADMM, max_iter: int, progress: bool = False,
 
 
 def finish(out: dict[str, Any], model: ExactGP, method: str, t0: float,
-           on_divergence: str) -> FitResult:
-    """FitResult from a run's dict; warn or raise on divergence (model keeps best θ)."""
+           on_divergence: str, scale: str = "ml") -> FitResult:
+    """FitResult from a run's dict; warn or raise on divergence (model keeps best θ).
+
+    After a run that ended normally (converged or max_iter), ``scale="ml"`` sets the
+    overall variance scale, which the CV loss cannot identify, to its maximum-likelihood
+    value (:mod:`gpscale.train.admm_scale`); the factor goes into the last history row
+    as ``scale_factor`` (None: not applicable). Diverged or interrupted runs keep the
+    best θ exactly as it was."""
+    if scale == "ml" and out["history"] and out["reason"] in ("converged", "max_iter"):
+        factor = calibrate_scale(model)
+        out["history"][-1] = {**out["history"][-1], "scale_factor": factor,
+                              "theta_before_scale": out["history"][-1].get("theta")}
     result = FitResult(method=method, theta=theta_of(model), objective=out["cv_loss"],
                        history=out["history"], converged=out["reason"] == "converged",
                        reason=out["reason"], wall_s=time.perf_counter() - t0,
@@ -138,7 +149,10 @@ def finish(out: dict[str, Any], model: ExactGP, method: str, t0: float,
     return result
 
 
-def _check_common(model: ExactGP, on_divergence: str) -> None:
+def _check_common(model: ExactGP, on_divergence: str, scale: str = "ml") -> None:
+    if scale not in ("ml", "keep"):
+        raise ValueError(f"scale must be 'ml' (maximum-likelihood overall scale after "
+                         f"training) or 'keep', got {scale!r}")
     if not isinstance(model, ExactGP):
         raise ValueError(f"model must be an ExactGP, got {type(model).__name__}")
     if on_divergence not in ("warn", "raise"):
@@ -153,6 +167,7 @@ def fit_admm_hocv(
     options: ADMMOptions | None = None,
     progress: bool = False,
     on_divergence: str = "warn",
+    scale: str = "ml",
     **overrides: Any,
 ) -> FitResult:
     """Hold-out GPCV-ADMM (Algorithm 1) on the model's data; method ``admm-hocv``.
@@ -162,13 +177,16 @@ def fit_admm_hocv(
     ``options`` and/or keywords. ``objective`` and the history's ``cv_loss`` are the
     validation MSE ‖y_V − K_VT z‖²/n_V. On divergence the best θ is kept and a
     RuntimeWarning (``on_divergence="warn"``) or :class:`ADMMDivergenceError` is raised.
+    ``scale="ml"`` (default) then sets the overall variance scale, which CV leaves
+    undetermined, to its maximum-likelihood value by one CG solve (``"keep"``: as ADMM
+    left it; see :mod:`gpscale.train.admm_scale`).
 
     The defaults are the paper's (fixed ρ = 5, λ⁰ = 1, ε = 1e-2), with which θ moves
     little per iteration (see :mod:`gpscale.train.admm_core`, "Convergence"); for a
     run that gets near the CV optimum in ~100 iterations pass ``adaptive_rho=True,
     rho_mu=2.0, lam_init="adjoint"`` and a smaller ``eps`` (e.g. 1e-3).
     """
-    _check_common(model, on_divergence)
+    _check_common(model, on_divergence, scale)
     opts = make_options(options, **overrides)
     t0 = time.perf_counter()
     idx_T, idx_V = holdout_split(model.n, val_fraction, seed)
@@ -177,7 +195,7 @@ def fit_admm_hocv(
                         model.y[idx_V], opts)
     state.init()
     out = run_holdout(state, opts.max_iter, progress, "GPCV-ADMM (hold-out)", t0)
-    return finish(out, model, "admm-hocv", t0, on_divergence)
+    return finish(out, model, "admm-hocv", t0, on_divergence, scale)
 
 
 #: method names for ``--method`` and the estimator

@@ -166,13 +166,15 @@ def _check_device(model: ExactGP, workers: int) -> None:
 
 def fit_admm_kfold(model: ExactGP, k: int = 2, *, seed: int | torch.Generator | None = 0,
                    workers: int = 1, options: ADMMOptions | None = None,
-                   on_divergence: str = "warn", **overrides: Any) -> FitResult:
+                   on_divergence: str = "warn", scale: str = "ml",
+                   **overrides: Any) -> FitResult:
     """Naive K-fold GPCV-ADMM (§3.2; method ``admm-kfold``): Algorithm 1 on every fold
     (fold k validates, the rest trains), then θ = mean_k θ^(k) in the hyperparameters'
     own units (the paper's average). ``objective`` is :func:`kfold_cv_loss` at the
     averaged θ; ``history`` holds every fold's iterations (key ``fold``). Ctrl-C ends
-    the run with the average of the folds finished so far (each at its best θ)."""
-    _check_common(model, on_divergence)
+    the run with the average of the folds finished so far (each at its best θ).
+    ``scale``: as :func:`~gpscale.train.admm.fit_admm_hocv` (after the averaging)."""
+    _check_common(model, on_divergence, scale)
     _check_device(model, workers)
     opts = make_options(options, **overrides)
     t0 = time.perf_counter()
@@ -204,21 +206,22 @@ def fit_admm_kfold(model: ExactGP, k: int = 2, *, seed: int | torch.Generator | 
                                 if o["reason"] == "diverged"),
            "cv_loss": kfold_cv_loss(model, folds, opts.cg_tol),
            "n_evals": sum(o["n_evals"] for o in outs)}
-    return finish(out, model, "admm-kfold", t0, on_divergence)
+    return finish(out, model, "admm-kfold", t0, on_divergence, scale)
 
 
 def fit_admm_consensus(model: ExactGP, k: int = 2, *, seed: int | torch.Generator | None = 0,
                        workers: int = 1, tau: float | None = None, local_iters: int = 1,
                        options: ADMMOptions | None = None, on_divergence: str = "warn",
-                       **overrides: Any) -> FitResult:
+                       scale: str = "ml", **overrides: Any) -> FitResult:
     """Consensus K-fold GPCV-ADMM (eq. 15–16; method ``admm-consensus``).
 
     ``tau`` is the consensus penalty τ (default: the mean validation-fold size, the scale
     of each l_k); ``local_iters`` hold-out ADMM iterations per fold and round. Rounds stop
     when ‖Δθ̄‖ < ε (constrained units) and max_k ‖θ_k − θ̄‖ < ε (raw), or after
     ``max_iter`` rounds. On divergence or Ctrl-C the best θ̄ (lowest mean fold
-    validation MSE among feasible rounds) is kept."""
-    _check_common(model, on_divergence)
+    validation MSE among feasible rounds) is kept. ``scale``: as
+    :func:`~gpscale.train.admm.fit_admm_hocv` (applied to θ̄)."""
+    _check_common(model, on_divergence, scale)
     _check_device(model, workers)
     opts = make_options(options, **overrides)
     if isinstance(local_iters, bool) or not isinstance(local_iters, int) or local_iters < 1:
@@ -287,7 +290,7 @@ def fit_admm_consensus(model: ExactGP, k: int = 2, *, seed: int | torch.Generato
     _set_raw(model, probe, final)
     out = {"history": history, "reason": reason, "message": message,
            "cv_loss": kfold_cv_loss(model, folds, opts.cg_tol), "n_evals": n_evals}
-    return finish(out, model, "admm-consensus", t0, on_divergence)
+    return finish(out, model, "admm-consensus", t0, on_divergence, scale)
 
 
 def _set_raw(model: ExactGP, probe: HoldoutADMM, theta: torch.Tensor) -> None:
