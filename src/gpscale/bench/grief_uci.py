@@ -148,7 +148,7 @@ def run_fold(name: str, fold: int, method: str, args, device) -> dict:
         train_s = time.perf_counter() - t0
         mean, _ = post.predict(Xs)
         row.update(p=post.features.num_features, log10_m=post.features.log10_m,
-                   p_tilde=post.orth.rank, accept=chain.acceptance_rate,
+                   p_tilde=post.rank, accept=chain.acceptance_rate,
                    ess_min=float(chain.ess.min()), samples=chain.samples.shape[0])
     row.update(rmse=_rmse_orig(split, mean), train_s=train_s)
     return row

@@ -181,6 +181,11 @@ class GriefIPosterior(nn.Module):
     def num_samples(self) -> int:
         return self.w.shape[0]
 
+    @property
+    def rank(self) -> int:
+        """p̃, the number of rotated basis functions."""
+        return self.w.shape[1]
+
     @torch.no_grad()
     def predict(self, X_new: torch.Tensor, include_noise: bool = False,
                 block: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
@@ -206,7 +211,7 @@ class GriefIPosterior(nn.Module):
         ls = self.features.lengthscale.detach().reshape(-1).cpu()
         w = self.w.mean(0).cpu()
         return "\n".join([
-            f"GP-GRIEF-I posterior: {self.num_samples} draws, rank p̃ = {self.w.shape[1]}",
+            f"GP-GRIEF-I posterior: {self.num_samples} draws, rank p̃ = {self.rank}",
             f"  base lengthscales (fixed): {[round(float(v), 4) for v in ls]}",
             f"  signal variance s₀ (fixed): {float(self.scale):.5g}",
             f"  noise σ²: mean {float(self.noise.mean()):.5g}, "
