@@ -33,6 +33,7 @@ import torch
 
 from ..kernels import RBF, Kernel, LocallyPeriodic, Scale
 from ..linalg import robust_cholesky
+from ..rng import as_generator
 
 #: Table 1 hyperparameters of each kernel; sigma2 is the signal variance σ² of eqs. 19–21
 PAPER_THETA: dict[str, dict[str, float]] = {
@@ -64,11 +65,9 @@ class SyntheticSet:
 
 
 def _generator(seed: int | torch.Generator, name: str = "seed") -> torch.Generator:
-    if isinstance(seed, torch.Generator):
-        return seed
-    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)):
-        raise ValueError(f"{name} must be an int or a torch.Generator, got {type(seed).__name__}")
-    return torch.Generator().manual_seed(int(seed))
+    if seed is None:
+        raise ValueError(f"{name} must be an int or a torch.Generator, got None")
+    return as_generator(seed, name)
 
 
 def _noise(noise) -> float:

@@ -18,6 +18,7 @@ import math
 import torch
 
 from ..params import Positive
+from ..rng import as_generator
 from .base import FeatureMap
 
 _NU = {"rbf": None, "matern12": 0.5, "matern32": 1.5, "matern52": 2.5}
@@ -79,9 +80,7 @@ class RandomFourierFeatures(FeatureMap):
             raise ValueError(f"num_features must be an even number ≥ 2, got {num_features}")
         if d < 1:
             raise ValueError(f"d (input columns) must be ≥ 1, got {d}")
-        gen = seed if isinstance(seed, torch.Generator) else torch.Generator()
-        if isinstance(seed, int):
-            gen.manual_seed(seed)
+        gen = as_generator(seed)
         self.d, self.num_features = d, num_features
         self.kernel, self.orthogonal = kernel, orthogonal
         self.register_buffer("omega", draw_frequencies(num_features // 2, d, kernel,

@@ -21,6 +21,7 @@ from tqdm.auto import tqdm
 from ..linalg import cg
 from ..linalg.lowrank import low_rank_inverse, pivoted_cholesky
 from ..models.exact import ExactGP
+from ..rng import as_generator
 from ..validation import as_matrix
 from .admm_core import ADMMOptions, HoldoutADMM
 from .admm_scale import calibrate_scale
@@ -48,15 +49,6 @@ def make_options(options: ADMMOptions | None = None, **overrides: Any) -> ADMMOp
     return opts
 
 
-def _generator(seed: int | torch.Generator | None) -> torch.Generator:
-    if isinstance(seed, torch.Generator):
-        return seed
-    g = torch.Generator()
-    if seed is not None:
-        g.manual_seed(int(seed))
-    return g
-
-
 def holdout_split(n: int, val_fraction: float = 0.5,
                   seed: int | torch.Generator | None = 0) -> tuple[torch.Tensor, torch.Tensor]:
     """Random (train, validation) index split of range(n), seeded, on the CPU."""
@@ -66,7 +58,7 @@ def holdout_split(n: int, val_fraction: float = 0.5,
     if n_v < 1 or n - n_v < 1:
         raise ValueError(f"n={n} points are too few for val_fraction={val_fraction}: "
                          "both parts need at least one point")
-    perm = torch.randperm(n, generator=_generator(seed))
+    perm = torch.randperm(n, generator=as_generator(seed))
     return perm[n_v:].sort().values, perm[:n_v].sort().values
 
 

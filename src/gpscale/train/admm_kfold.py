@@ -30,7 +30,8 @@ import torch
 from ..kernels import Kernel
 from ..models.exact import ExactGP
 from ..params import positive_params
-from .admm import _check_common, _generator, finish, make_options, run_holdout
+from ..rng import as_generator
+from .admm import _check_common, finish, make_options, run_holdout
 from .admm_core import ADMMOptions, HoldoutADMM
 from .result import FitResult, theta_of
 
@@ -56,7 +57,7 @@ def kfold_indices(n: int, k: int, seed: int | torch.Generator | None = 0) -> lis
         raise ValueError(f"k (number of folds) must be an int >= 2, got {k!r}")
     if n < 2 * k:
         raise ValueError(f"n={n} points are too few for k={k} folds (need at least {2 * k})")
-    perm = torch.randperm(n, generator=_generator(seed))
+    perm = torch.randperm(n, generator=as_generator(seed))
     return [part.sort().values for part in torch.tensor_split(perm, k)]
 
 

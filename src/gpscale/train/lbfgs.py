@@ -12,6 +12,7 @@ from tqdm.auto import tqdm
 
 from ..linalg import CholeskyError
 from ..params import positive_params
+from ..rng import as_generator
 from .result import FitResult, restore, snapshot, theta_of
 
 
@@ -39,9 +40,7 @@ def fit_lbfgs(
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("the model has no trainable parameters")
-    gen = seed if isinstance(seed, torch.Generator) else torch.Generator()
-    if not isinstance(seed, torch.Generator) and seed is not None:
-        gen.manual_seed(int(seed))
+    gen = as_generator(seed)
     start = snapshot(params)
     t0 = time.perf_counter()
     best_f, best_params, best_run = math.inf, start, None

@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 import torch
 from tqdm.auto import tqdm
 
+from ..rng import as_generator
+
 
 @dataclass
 class MCMCResult:
@@ -88,9 +90,7 @@ def mala(
         raise ValueError(f"n_iter ({n_iter}) must exceed warmup ({warmup})")
     if thin < 1:
         raise ValueError(f"thin must be ≥ 1, got {thin}")
-    gen = seed if isinstance(seed, torch.Generator) else torch.Generator()
-    if not isinstance(seed, torch.Generator):
-        gen.manual_seed(int(seed or 0))
+    gen = as_generator(0 if seed is None else seed)
     z = z0.detach().clone()
     k = z.numel()
     eps = float(step_size) if step_size is not None else 0.165 * k ** (-1.0 / 3.0)

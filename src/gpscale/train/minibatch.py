@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 import torch
 from tqdm.auto import tqdm
 
+from ..rng import as_generator
 from .result import FitResult, restore, snapshot
 
 #: default learning rates per optimiser name
@@ -38,11 +39,7 @@ def make_optimizer(name: str, params: list[torch.Tensor], lr: float | None = Non
 
 def make_generator(seed: int | torch.Generator | None) -> torch.Generator:
     """A CPU generator: ``seed`` itself when it is one, else seeded by ``seed`` (0 if None)."""
-    if isinstance(seed, torch.Generator):
-        return seed
-    gen = torch.Generator()
-    gen.manual_seed(0 if seed is None else int(seed))
-    return gen
+    return as_generator(0 if seed is None else seed)
 
 
 def epoch_batches(n: int, batch_size: int, generator: torch.Generator,
