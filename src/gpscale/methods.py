@@ -8,6 +8,12 @@
 ``admm-hocv``       exact GP, hold-out cross-validation by GPCV-ADMM
 ``admm-kfold``      exact GP, K-fold CV (naive: per-fold ADMM, averaged θ)
 ``admm-consensus``  exact GP, K-fold CV by consensus ADMM
+``cholqr-vfe``      SparseGP on m training points, CholQR swaps + L-BFGS (VFE bound)
+``cholqr-dtc``      SparseGP on m training points, CholQR swaps + L-BFGS (DTC / PP)
+``minimax``         FeatureGP (RFF or NN features), unbiased minibatch ML-II, MINIMAX
+``scgd``            FeatureGP (RFF or NN features), minibatch ML-II by SCGD
+``bsgd``            FeatureGP (RFF or NN features), biased minibatch ML-II (Chen 2020)
+``svgp``            SVGP (Hensman et al. 2015): inducing points, minibatch ELBO (Adam)
 ==================  ============================================================
 """
 
@@ -20,10 +26,16 @@ from torch import nn
 
 from .api import _as_dtype, _check_int, _check_positive, register_method, register_model_io
 from .features import GriefFeatures, RandomFourierFeatures
+from .features.neural import NeuralFeatures, ScaledFeatures, build_features, feature_config
 from .kernels import RBF, Kernel, Matern, Scale
 from .models import ExactGP, FeatureGP, GriefIPosterior
+from .models.sparse import SparseGP, sparse_options, sparse_rebuild
+from .models.svgp import SVGP, svgp_options, svgp_rebuild
 from .train import FitResult, fit_admm_consensus, fit_admm_hocv, fit_admm_kfold, fit_lbfgs
+from .train.cholqr import cholqr_method
 from .train.grief import fit_grief_i, fit_grief_ii
+from .train.stochastic import fit_bsgd, fit_minimax, fit_scgd
+from .train.svgp import fit_svgp_method
 
 
 def _spectral_kind(kernel: Kernel, method: str) -> tuple[str, bool]:
@@ -126,6 +138,8 @@ def _feature_options(model: nn.Module) -> dict[str, Any]:
     if isinstance(f, GriefFeatures):
         return {**common, "features": "grief", "kernel": f.kernel, "m_bar": f.m_bar,
                 "eig_floor": f.eig_floor, "gap_tol": f.gap_tol}
+    if (extra := feature_config(f)) is not None:  # neural / scaled RFF (stochastic methods)
+        return {**common, **extra}
     raise ValueError(f"cannot save a FeatureGP on {type(f).__name__} features")
 
 
@@ -133,6 +147,8 @@ def _feature_rebuild(kernel: Kernel | None, state: dict[str, torch.Tensor],
                      opts: dict[str, Any]) -> FeatureGP:
     dtype = _as_dtype(opts["dtype"])
     X, y = state["X"], state["y"]
+    if (feats := build_features(opts, dtype)) is not None:  # neural / scaled RFF
+        return FeatureGP(feats, X, y, weights=opts["weights"], dtype=dtype)
     if opts["features"] == "rff":
         feats = RandomFourierFeatures(X.shape[1], opts["num_features"], kernel=opts["kernel"],
                                       ard=opts["ard"], orthogonal=opts["orthogonal"],
@@ -172,5 +188,59 @@ register_method("admm-kfold", _admm(fit_admm_kfold, "admm-kfold"),
                 "exact GP, K-fold cross-validation by per-fold GPCV-ADMM (averaged θ)")
 register_method("admm-consensus", _admm(fit_admm_consensus, "admm-consensus"),
                 "exact GP, K-fold cross-validation by consensus ADMM")
+# -- unbiased minibatch ML-II (Shoham & Avron): MINIMAX, SCGD and the BSGD baseline -------
+_STOCHASTIC_OPTIONS = ("features", "num_features", "noise", "batch_size", "epochs",
+                       "optimizer", "lr", "seed", "eval_every", "max_time", "progress",
+                       "device")
+
+
+def _stochastic_features(X: torch.Tensor, kernel: Kernel, features: str | None,
+                         num_features: int | None, seed: int):
+    """``"rff"`` (default): the kernel's orthogonal RFF (learnable lengthscales) times a
+    learnable magnitude; ``"nn-linear"`` / ``"nn-rbf"``: the paper's 2x128 ReLU network
+    with the linear kernel or the Gaussian kernel by 1000 (``num_features``) RFF."""
+    kind = "rff" if features is None else str(features).lower()
+    if kind == "rff":
+        spec, ard = _spectral_kind(kernel, "minimax/scgd/bsgd with features='rff'")
+        p = _check_int("num_features", 512 if num_features is None else num_features, 2)
+        return ScaledFeatures(RandomFourierFeatures(X.shape[1], p, kernel=spec, ard=ard,
+                                                    seed=seed))
+    if kind in ("nn-linear", "nn-rbf"):
+        p = _check_int("num_features", 1000 if num_features is None else num_features, 2)
+        return NeuralFeatures(X.shape[1], kernel=kind[3:], num_rff=p, seed=seed)
+    raise ValueError(f"features must be 'rff', 'nn-linear' or 'nn-rbf', got {features!r}")
+
+
+def _stochastic(fit_fn, name: str, description: str, extra: tuple[str, ...]) -> None:
+    def fit_stochastic(X: torch.Tensor, y: torch.Tensor, kernel: Kernel,
+                       features: str | None = None, num_features: int | None = None,
+                       seed: int = 0, **options: Any) -> tuple[FeatureGP, FitResult]:
+        feats = _stochastic_features(X, kernel, features, num_features,
+                                     _check_int("seed", seed, 0))
+        return fit_fn(X, y, feats, seed=seed, **options)
+
+    fit_stochastic.__name__ = f"fit_{name}_method"
+    fit_stochastic.__doc__ = (f"{description}; see gpscale.train.stochastic.{fit_fn.__name__}"
+                              " for the options.")
+    register_method(name, fit_stochastic, description, options=_STOCHASTIC_OPTIONS + extra)
+
+
+_stochastic(fit_minimax, "minimax", "finite-feature GP, unbiased minibatch ML-II by MINIMAX "
+            "(Shoham & Avron §3.1)", ("lr_max", "mu", "mu_growth", "mu_max", "noise_min",
+                                      "zeta_max"))
+_stochastic(fit_scgd, "scgd", "finite-feature GP, minibatch ML-II by SCGD (Shoham & Avron "
+            "§3.2)", ("b", "b0", "lr_decay", "tracker"))
+_stochastic(fit_bsgd, "bsgd", "finite-feature GP, biased minibatch ML-II (BSGD, Chen et al. "
+            "2020)", ())
 register_model_io(FeatureGP, _feature_options, _feature_rebuild)
+register_method("cholqr-vfe", cholqr_method("vfe"),
+                "sparse GP on a training subset, CholQR swaps + L-BFGS on the VFE bound")
+register_method("cholqr-dtc", cholqr_method("dtc"),
+                "sparse GP on a training subset, CholQR swaps + L-BFGS on the DTC NLML")
+register_model_io(SparseGP, sparse_options, sparse_rebuild)
 register_model_io(GriefIPosterior, _grief_i_options, _grief_i_rebuild)
+register_method("svgp", fit_svgp_method,
+                "stochastic variational GP (Hensman et al. 2015), minibatch ELBO",
+                options=["num_inducing", "batch_size", "epochs", "lr", "optimizer", "seed",
+                         "noise", "progress", "device"])
+register_model_io(SVGP, svgp_options, svgp_rebuild)

@@ -7,6 +7,8 @@ from typing import Any
 
 from .base import Kernel, Product, Scale, Sum
 from .chunked import kernel_matmul
+from .discrete import Hamming, Intersection, Spectrum, Tanimoto, TanimotoDot, scaled_sum
+from .feature import FeatureKernel
 from .periodic import LocallyPeriodic, Periodic
 from .stationary import RBF, Linear, Matern, RationalQuadratic, Stationary
 
@@ -14,6 +16,8 @@ __all__ = [
     "Kernel", "Scale", "Sum", "Product", "RBF", "Matern", "RationalQuadratic", "Linear",
     "Periodic", "LocallyPeriodic", "Stationary", "kernel_matmul", "make_kernel",
     "from_config", "KERNELS",
+    "FeatureKernel",
+    "Tanimoto", "TanimotoDot", "Intersection", "Hamming", "Spectrum", "scaled_sum",
 ]
 
 
@@ -40,6 +44,11 @@ KERNELS: dict[str, Callable[[int], Kernel]] = {
     "lp": lambda d: Scale(LocallyPeriodic(1.0, 1.0)),
     "se+lp": lambda d: Scale(RBF(1.0)) + Scale(LocallyPeriodic(1.0, 1.0)),
     "co2": _co2,
+    "tanimoto": lambda d: Scale(Tanimoto()),
+    "tanimoto-dot": lambda d: Scale(TanimotoDot()),
+    "intersection": lambda d: Scale(Intersection()),
+    "hamming": lambda d: Scale(Hamming(1.0)),
+    "spectrum": lambda d: Scale(Spectrum()),
 }
 
 
@@ -57,7 +66,8 @@ def make_kernel(name: str | Kernel, d: int) -> Kernel:
 
 
 _CLASSES = {c.__name__: c for c in (RBF, Matern, RationalQuadratic, Linear, Periodic,
-                                    LocallyPeriodic)}
+                                    LocallyPeriodic, Tanimoto, TanimotoDot, Intersection,
+                                    Hamming, Spectrum)}
 
 
 def from_config(cfg: dict[str, Any]) -> Kernel:

@@ -12,6 +12,7 @@ from .kron import (
     kron_top_p,
 )
 from .lowrank import low_rank_inverse, pivoted_cholesky
+from .pivchol import CholQRFactors, augmented_qr, partial_cholesky
 from .woodbury import woodbury_factor, woodbury_logdet, woodbury_solve
 
 __all__ = [
@@ -19,4 +20,5 @@ __all__ = [
     "woodbury_factor", "woodbury_logdet", "woodbury_solve", "kron_matmul", "kron_top_p",
     "khatri_rao_rows_matmul", "khatri_rao_cols_matmul", "khatri_rao_cols_rmatmul",
     "kr_kron_select", "kr_kron_select_direct", "pivoted_cholesky", "low_rank_inverse",
+    "partial_cholesky", "augmented_qr", "CholQRFactors",
 ]

@@ -1,0 +1,154 @@
+"""Strings to tensors for the discrete kernels of :mod:`gpscale.kernels.discrete`.
+
+* SMILES → Morgan count fingerprints (RDKit, an optional extra: ``pip install
+  'gpscale[chem]'``), for :class:`~gpscale.kernels.Tanimoto`;
+* equal-length sequences → integer codes, for :class:`~gpscale.kernels.Hamming`;
+* any strings → k-mer count vectors over a vocabulary built from the (training) data,
+  for :class:`~gpscale.kernels.Spectrum`.
+
+Featurisers that build a vocabulary return it, so that test strings map consistently:
+``X_test, _ = kmer_counts(test, k, vocab=vocab)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+import torch
+
+CHEM_HINT = "pip install 'gpscale[chem]'"
+
+
+def _strings(values, name: str) -> list[str]:
+    if isinstance(values, str):
+        raise ValueError(f"{name} must be a sequence of strings, not a single string")
+    out = list(values)
+    for i, v in enumerate(out):
+        if not isinstance(v, str):
+            raise ValueError(f"{name}[{i}] is {type(v).__name__}, expected str")
+    return out
+
+
+def _import_rdkit():
+    try:
+        from rdkit import Chem, RDLogger
+        from rdkit.Chem import rdFingerprintGenerator
+    except ImportError as err:  # pragma: no cover - depends on the environment
+        raise ImportError(f"Morgan fingerprints need RDKit: {CHEM_HINT}") from err
+    return Chem, RDLogger, rdFingerprintGenerator
+
+
+def morgan_counts(
+    smiles: Sequence[str],
+    radius: int = 2,
+    n_bits: int = 2048,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """Morgan (ECFP-like) count fingerprints, shape (n, n_bits): entry f counts the atom
+    environments of radius ≤ ``radius`` hashed to bit f (counts, not bits).
+
+    Raises ValueError naming the first unparsable SMILES (row index and string), and
+    ImportError with the install hint when RDKit is missing.
+    """
+    smiles = _strings(smiles, "smiles")
+    if int(radius) < 0:
+        raise ValueError(f"radius must be >= 0, got {radius}")
+    if int(n_bits) < 1:
+        raise ValueError(f"n_bits must be >= 1, got {n_bits}")
+    Chem, RDLogger, rdfp = _import_rdkit()
+    gen = rdfp.GetMorganGenerator(radius=int(radius), fpSize=int(n_bits))
+    out = np.zeros((len(smiles), int(n_bits)), dtype=np.float64)
+    RDLogger.DisableLog("rdApp.*")
+    try:
+        for i, s in enumerate(smiles):
+            mol = Chem.MolFromSmiles(s) if s.strip() else None
+            if mol is None:
+                raise ValueError(f"smiles[{i}] = {s!r} cannot be parsed by RDKit; fix or "
+                                 "drop that row")
+            out[i] = gen.GetCountFingerprintAsNumPy(mol)
+    finally:
+        RDLogger.EnableLog("rdApp.*")
+    return torch.as_tensor(out, dtype=dtype, device=device)
+
+
+def sequence_codes(
+    seqs: Sequence[str],
+    alphabet: Sequence[str] | None = None,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> tuple[torch.Tensor, list[str]]:
+    """Integer codes (n, L) of equal-length sequences, code = index in ``alphabet``.
+
+    ``alphabet`` defaults to the sorted characters of ``seqs``; pass the returned
+    alphabet for test sequences. A character outside a given alphabet, or sequences of
+    different lengths, raise ValueError naming the row.
+    """
+    seqs = _strings(seqs, "seqs")
+    if not seqs:
+        raise ValueError("seqs is empty")
+    L = len(seqs[0])
+    for i, s in enumerate(seqs):
+        if len(s) != L:
+            raise ValueError(f"seqs[{i}] has length {len(s)} but seqs[0] has length {L}; "
+                             "the Hamming kernel needs equal-length (aligned) sequences")
+    if alphabet is None:
+        alphabet = sorted(set("".join(seqs)))
+    alphabet = list(alphabet)
+    index = {c: j for j, c in enumerate(alphabet)}
+    codes = np.empty((len(seqs), L), dtype=np.float64)
+    for i, s in enumerate(seqs):
+        try:
+            codes[i] = [index[c] for c in s]
+        except KeyError as err:
+            raise ValueError(f"seqs[{i}] contains {err.args[0]!r}, which is not in the "
+                             "alphabet") from None
+    return torch.as_tensor(codes, dtype=dtype, device=device), alphabet
+
+
+def kmer_counts(
+    seqs: Sequence[str],
+    k: int = 3,
+    vocab: dict[str, int] | None = None,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> tuple[torch.Tensor, dict[str, int]]:
+    """k-mer count vectors (the spectrum-kernel feature map φ_k) over a vocabulary.
+
+    Returns (counts, vocab) with counts of shape (n, len(vocab) + 1). ``vocab`` (k-mer →
+    column) is built from ``seqs`` in order of first appearance unless given. The last
+    column holds the Euclidean norm of the counts of k-mers missing from ``vocab``
+    (zero for the strings the vocabulary was built from), so ‖φ‖ — and hence the
+    normalised :class:`~gpscale.kernels.Spectrum` kernel between a new string and any
+    vocabulary string — is exact; only the similarity between two new strings through
+    their unseen k-mers is approximated (by the product of those norms).
+    """
+    seqs = _strings(seqs, "seqs")
+    if int(k) < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    k = int(k)
+    build = vocab is None
+    vocab = {} if vocab is None else dict(vocab)
+    if not build and sorted(vocab.values()) != list(range(len(vocab))):
+        raise ValueError("vocab must map k-mers to the columns 0..len(vocab)-1")
+    rows: list[dict[str, int]] = []
+    for s in seqs:
+        c: dict[str, int] = {}
+        for p in range(len(s) - k + 1):
+            w = s[p : p + k]
+            c[w] = c.get(w, 0) + 1
+            if build and w not in vocab:
+                vocab[w] = len(vocab)
+        rows.append(c)
+    out = np.zeros((len(seqs), len(vocab) + 1), dtype=np.float64)
+    for i, c in enumerate(rows):
+        unseen = 0.0
+        for w, v in c.items():
+            j = vocab.get(w)
+            if j is None:
+                unseen += v * v
+            else:
+                out[i, j] = v
+        out[i, -1] = np.sqrt(unseen)
+    return torch.as_tensor(out, dtype=dtype, device=device), vocab

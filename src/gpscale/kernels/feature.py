@@ -1,0 +1,46 @@
+"""A kernel given by a finite feature map: k(x, x') = φ(x)ᵀφ(x').
+
+Any :class:`gpscale.features.FeatureMap` (random Fourier features, neural features,
+GRIEF eigenfunctions) becomes a :class:`Kernel`, so that the function-space models
+(ExactGP, SVGP) can use exactly the covariance that the weight-space FeatureGP uses:
+K(X₁, X₂) = Φ₁ Φ₂ᵀ with Φ = features(X). The feature map's parameters are the
+kernel's parameters (gradients flow through Φ). No signal variance is added: the
+feature map carries its own scale; wrap it in :class:`Scale` for s² φ(x)ᵀφ(x').
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from .base import Kernel
+
+if TYPE_CHECKING:  # the features package is imported lazily to keep imports acyclic
+    from ..features import FeatureMap
+
+
+class FeatureKernel(Kernel):
+    """k(x, x') = φ(x)ᵀφ(x'),  k(x, x) = ‖φ(x)‖²."""
+
+    def __init__(self, features: FeatureMap, active_dims: list[int] | None = None) -> None:
+        from ..features import FeatureMap
+
+        super().__init__(active_dims)
+        if not isinstance(features, FeatureMap):
+            raise ValueError(f"features must be a gpscale FeatureMap, got "
+                             f"{type(features).__name__}")
+        self.features = features
+
+    def _k(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
+        phi1 = self.features(X1)
+        phi2 = phi1 if X2 is X1 else self.features(X2)
+        return phi1 @ phi2.mT
+
+    def _diag(self, X: torch.Tensor) -> torch.Tensor:
+        phi = self.features(X)
+        return (phi * phi).sum(-1)
+
+    def _config_args(self) -> dict[str, Any]:
+        return {"features": type(self.features).__name__,
+                "num_features": int(self.features.num_features)}

@@ -1,0 +1,263 @@
+"""CholQR: hybrid discrete/continuous optimisation of a sparse GP's inducing subset
+and hyperparameters (Cao, Brubaker, Fleet & Hertzmann 2013, §3, §3.4).
+
+One objective (VFE, eq. 5, or DTC/PP, eq. 4; see :class:`~gpscale.models.SparseGP`)
+is minimised by block coordinate descent. Each epoch has
+
+1. a discrete phase (hyperparameters fixed): min(60, m) swap attempts, the inducing
+   points that were visited longest ago first. A swap of inducing point i (§3.4):
+   (I) down-date the factors to remove i (§3.2); (II) evaluate F over I∖{i} from the
+   factors (eqs. 9, 11, 12); (III) rank all n − m candidates with the z information
+   pivots (§3.3.1); (IV) compute the best one's exact ΔF (eqs. 14–16); (V) accept it
+   only if F(I∖{i} ∪ {j}) < F(I), else put i back; (VI) replace an information pivot
+   that entered I, and redraw all of them every ``refresh_every`` attempts (§3.3.2);
+2. a continuous phase: limited L-BFGS (the paper uses non-linear CG) on the kernel
+   hyperparameters and σ² with I fixed, at most min(20, max(15, 2·#hyp)) evaluations.
+
+It stops when an epoch lowers the objective by less than ``tol`` (relative), after
+``max_epochs``, or when ``max_time`` seconds are spent; Ctrl-C keeps the best state.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import time
+
+import torch
+from tqdm.auto import tqdm
+
+from ..linalg import CholeskyError
+from ..linalg.pivchol import CholQRFactors
+from ..models.sparse import OBJECTIVES, SparseGP, check_inducing
+from .cholqr_scoring import InfoPivots, exact_gain, factor_objective
+from .result import FitResult, restore, snapshot, theta_of
+
+
+class _Budget(Exception):
+    """The evaluation or time budget of the continuous phase is spent."""
+
+
+def evals_per_epoch(model: SparseGP) -> int:
+    """min(20, max(15, 2·#hyp)) objective evaluations per continuous phase (§4)."""
+    n_hyp = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    return min(20, max(15, 2 * n_hyp))
+
+
+def fit_hyperparameters(model: SparseGP, max_evals: int, deadline: float | None = None) -> int:
+    """Continuous phase (§3.4): L-BFGS (strong Wolfe) on every trainable parameter of
+    ``model`` (kernel hyperparameters and σ², unconstrained) with the inducing set
+    fixed, stopped after ``max_evals`` objective+gradient evaluations (or at
+    ``time.perf_counter() >= deadline``). The best parameters seen are kept, so the
+    objective never increases. Returns the number of evaluations used."""
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params or max_evals < 1:
+        return 0
+    state = {"evals": 0, "best_f": math.inf, "best": snapshot(params)}
+    opt = torch.optim.LBFGS(params, lr=1.0, max_iter=max_evals, max_eval=max_evals,
+                            history_size=10, tolerance_grad=1e-9, tolerance_change=1e-12,
+                            line_search_fn="strong_wolfe")
+
+    def closure():
+        if state["evals"] >= max_evals or (deadline is not None
+                                           and time.perf_counter() >= deadline):
+            raise _Budget
+        opt.zero_grad()
+        state["evals"] += 1
+        try:
+            f = model.objective()
+            ok = bool(torch.isfinite(f))
+        except CholeskyError:
+            ok = False
+        if not ok:  # back the line search off
+            bad = abs(state["best_f"]) * 10 + 1e10 if math.isfinite(state["best_f"]) else 1e30
+            return torch.tensor(bad, dtype=params[0].dtype)
+        f.backward()
+        fv = float(f.detach())
+        if fv < state["best_f"]:
+            state["best_f"], state["best"] = fv, snapshot(params)
+        return f.detach()
+
+    try:
+        opt.step(closure)
+    except _Budget:
+        pass
+    finally:  # also on Ctrl-C: keep the best parameters, then let it propagate
+        restore(params, state["best"])
+    return state["evals"]
+
+
+def initial_inducing(X: torch.Tensor, m: int, init, generator: torch.Generator) -> list[int]:
+    """I₀: ``"random"`` (default) m distinct points; ``"clump"`` the m nearest
+    neighbours of one random training point (the poor start of §4.2, Fig. 4); or the
+    given indices."""
+    n = X.shape[0]
+    if init is None or (isinstance(init, str) and init == "random"):
+        return torch.randperm(n, generator=generator)[:m].tolist()
+    if isinstance(init, str) and init == "clump":
+        c = int(torch.randint(n, (1,), generator=generator))
+        d2 = ((X - X[c]) ** 2).sum(1)
+        return torch.argsort(d2, stable=True)[:m].tolist()
+    if isinstance(init, str):
+        raise ValueError(f"init must be None, 'random', 'clump' or indices, got {init!r}")
+    idx = check_inducing(init, n, "init").tolist()
+    if len(idx) != m:
+        raise ValueError(f"init holds {len(idx)} indices but m = {m}")
+    return idx
+
+
+class _Swapper:
+    """The discrete phase: swap attempts on one factorisation (fixed hyperparameters)."""
+
+    def __init__(self, model: SparseGP, z: int, refresh_every: int, gen: torch.Generator,
+                 last_visit: dict[int, float]) -> None:
+        with torch.no_grad():
+            self.f = CholQRFactors(model.kernel, model.X, model.y, model.inducing.tolist(),
+                                   model.noise.detach())
+        self.kind, self.gen, self.refresh_every = model.objective_kind, gen, refresh_every
+        self.info = InfoPivots(self.f, min(z, model.n - model.m), gen)
+        self.F = factor_objective(self.f, self.kind)
+        self.last_visit = last_visit
+        self.attempts = self.accepted = 0
+
+    def attempt(self, clock: float) -> bool:
+        """One swap (steps I–VI of §3.4) of the longest-unvisited inducing point."""
+        f = self.f
+        if self.attempts and self.attempts % self.refresh_every == 0:
+            self.info.refresh(f)
+        self.attempts += 1
+        i = min(f.pivots, key=lambda t: self.last_visit.get(t, -math.inf))
+        with torch.no_grad():
+            i, ell_i = f.remove(f.position(i))                                # (I)
+            F_down = factor_objective(f, self.kind)                           # (II)
+            gains = self.info.approx_gains(f, self.kind, exclude=[i])         # (III)
+            j = int(torch.argmax(gains))
+            ok = bool(torch.isfinite(gains[j]))
+            gain, ell_j = exact_gain(f, j, self.kind) if ok else (-math.inf, None)  # (IV)
+            F_new = F_down - gain                                             # (V)
+            if ell_j is not None and F_new < self.F - 1e-10 * max(1.0, abs(self.F)):
+                f.add(j, ell_j)
+                self.F = F_new
+                self.accepted += 1
+                self.info.replace(f, j)                                       # (VI)
+                self.last_visit[j] = clock
+                return True
+            f.add(i, ell_i)  # revert
+            self.last_visit[i] = clock
+            return False
+
+
+def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
+               init=None, seed: int = 0, max_epochs: int = 100, max_time: float | None = None,
+               z: int = 16, refresh_every: int = 10, swaps_per_epoch: int | None = None,
+               max_evals: int | None = None, tol: float = 1e-4, progress: bool = False,
+               dtype: torch.dtype = torch.float64, device: torch.device | str | None = None,
+               ) -> tuple[SparseGP, FitResult]:
+    """CholQR (Cao et al. 2013): choose m inducing training points and the
+    hyperparameters by minimising ``objective`` (``"vfe"``: negative Titsias bound,
+    CholQR-VAR; ``"dtc"``: DTC/PP NLML, CholQR-MLE).
+
+    ``init``: None/"random", "clump" or m indices; ``z`` information pivots, redrawn
+    every ``refresh_every`` swap attempts; ``swaps_per_epoch`` defaults to min(60, m),
+    ``max_evals`` (L-BFGS evaluations per epoch) to min(20, max(15, 2·#hyp)); stop at a
+    relative decrease below ``tol``, after ``max_epochs`` or ``max_time`` seconds.
+    History: one row per epoch (objective after the epoch, after its swaps, time,
+    attempts, accepted, rejection rate, evaluations). Seeded by ``seed``.
+    """
+    if objective not in OBJECTIVES:
+        raise ValueError(f"objective must be 'vfe' or 'dtc', got {objective!r}")
+    model = SparseGP(kernel, X, y, [0], noise=noise, objective=objective, dtype=dtype,
+                     device=device)
+    n = model.n
+    for name, value, low in [("m", m, 1), ("z", z, 1), ("refresh_every", refresh_every, 1),
+                             ("max_epochs", max_epochs, 1), ("seed", seed, 0)]:
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    m, z, refresh_every, max_epochs, seed = int(m), int(z), int(refresh_every), \
+        int(max_epochs), int(seed)
+    if m > n:
+        raise ValueError(f"m = {m} inducing points but only n = {n} training points; "
+                         "choose m <= n")
+    if max_time is not None and not (max_time > 0):
+        raise ValueError(f"max_time must be a positive number of seconds, got {max_time!r}")
+    gen = torch.Generator().manual_seed(seed)
+    model.set_inducing(initial_inducing(model.X, m, init, gen))
+    swaps = min(60, m) if swaps_per_epoch is None else int(swaps_per_epoch)
+    evals = evals_per_epoch(model) if max_evals is None else int(max_evals)
+    params = [p for p in model.parameters() if p.requires_grad]
+    t0 = time.perf_counter()
+    deadline = None if max_time is None else t0 + max_time
+    with torch.no_grad():
+        F_prev = float(model.objective())
+    history = [{"iter": 0, "objective": F_prev, "time_s": 0.0}]
+    best = (F_prev, model.inducing.tolist(), snapshot(params))
+    order = torch.randperm(m, generator=gen).tolist()  # random tie-break of first visits
+    last_visit = {i: -1.0 - r for i, r in zip(model.inducing.tolist(), order)}
+    reason, n_evals, clock = "max_epochs", 0, 0
+    bar = tqdm(total=max_epochs, desc=f"CholQR-{objective}", disable=not progress, leave=False)
+    try:
+        for epoch in range(1, max_epochs + 1):
+            row = {"iter": epoch, "attempts": 0, "accepted": 0}
+            if m < n and swaps > 0:  # discrete phase
+                sw = _Swapper(model, z, refresh_every, gen, last_visit)
+                for _ in range(swaps):
+                    if deadline is not None and time.perf_counter() >= deadline:
+                        break
+                    clock += 1
+                    sw.attempt(float(clock))
+                    if sw.F < best[0]:
+                        best = (sw.F, list(sw.f.pivots), snapshot(params))
+                model.set_inducing(sw.f.pivots)
+                row.update(attempts=sw.attempts, accepted=sw.accepted,
+                           objective_after_swaps=sw.F)
+            row["rejection_rate"] = (1 - row["accepted"] / row["attempts"]
+                                     if row["attempts"] else None)
+            used = fit_hyperparameters(model, evals, deadline)  # continuous phase
+            n_evals += used
+            with torch.no_grad():
+                F = float(model.objective())
+            row.update(objective=F, hyp_evals=used, time_s=time.perf_counter() - t0)
+            history.append(row)
+            if F < best[0]:
+                best = (F, model.inducing.tolist(), snapshot(params))
+            bar.update(1)
+            bar.set_postfix(objective=f"{F:.5g}", rejected=row["rejection_rate"])
+            if (F_prev - F) < tol * max(abs(F_prev), 1e-12):
+                reason = "converged"
+                break
+            F_prev = F
+            if deadline is not None and time.perf_counter() >= deadline:
+                reason = "max_time"
+                break
+    except KeyboardInterrupt:
+        reason = "interrupted"
+    finally:
+        bar.close()
+    restore(params, best[2])
+    model.set_inducing(best[1])
+    return model, FitResult(method=f"cholqr-{objective}", theta=theta_of(model),
+                            objective=best[0], history=history,
+                            converged=reason == "converged", reason=reason,
+                            wall_s=time.perf_counter() - t0, n_evals=n_evals)
+
+
+def cholqr_method(objective: str):
+    """The ``cholqr-vfe`` / ``cholqr-dtc`` entry of :data:`gpscale.api.METHODS`."""
+
+    def fit_cholqr_method(X: torch.Tensor, y: torch.Tensor, kernel, m: int | None = None,
+                          noise: float = 0.1, init=None, seed: int = 0, max_epochs: int = 100,
+                          max_time: float | None = None, z: int = 16, tol: float = 1e-4,
+                          progress: bool = False, device: torch.device | str | None = None,
+                          max_iter: int | None = None) -> tuple[SparseGP, FitResult]:
+        m = min(X.shape[0], 128) if m is None else m
+        max_epochs = max_epochs if max_iter is None else max_iter  # the CLI's --max-iter
+        return fit_cholqr(X, y, kernel, m, objective=objective, noise=noise, init=init,
+                          seed=seed, max_epochs=max_epochs, max_time=max_time, z=z, tol=tol,
+                          progress=progress, device=device)
+
+    fit_cholqr_method.__name__ = f"fit_cholqr_{objective}"
+    fit_cholqr_method.__doc__ = (f"CholQR-{objective.upper()}: sparse GP on m (default "
+                                 "min(n, 128)) training points chosen by swaps, jointly with "
+                                 "the hyperparameters (see gpscale.train.cholqr.fit_cholqr); "
+                                 "max_iter is an alias of max_epochs.")
+    return fit_cholqr_method

@@ -1,0 +1,292 @@
+"""Unbiased minibatch ML-II for finite-feature kernels (Shoham & Avron): MINIMAX (§3.1),
+SCGD (§3.2), and the BSGD baseline of Chen et al. 2020 (§4.2).
+
+Each trainer takes raw tensors X (n, D), y (n,) and a learnable :class:`FeatureMap`
+φ_α (random Fourier features, :class:`NeuralFeatures`, …), runs the shared minibatch
+loop (:func:`run_minibatch`: seeded epochs, AdaDelta by default as in the paper's §5,
+exact NLML per point at every checkpoint from one streaming statistics pass, best
+iterate kept) and returns ``(FeatureGP(weights="fixed"), FitResult)``: K = ΦΦᵀ + σ²I
+with the learned features and σ². Per step the memory is O(d² + b·d) plus the
+feature map's activations on the batch, independent of n.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+from ..features import FeatureMap
+from ..linalg import robust_cholesky
+from ..models import FeatureGP
+from ..params import LOG_2PI, positive_params
+from .minibatch import check_batch_size, make_generator, make_optimizer, run_minibatch
+from .result import FitResult
+from .weight_space import (
+    batch_F,
+    bsgd_batch,
+    grad_B,
+    optimal_w,
+    project_A,
+    project_B,
+    psi_batch,
+    scgd_batch,
+)
+
+__all__ = ["fit_minimax", "fit_scgd", "fit_bsgd"]
+
+
+def _positive(name: str, value, allow_none: bool = False) -> float | None:
+    if value is None and allow_none:
+        return None
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if not ok or not (math.isfinite(float(value)) and value > 0):
+        raise ValueError(f"{name} must be a positive, finite number, got {value!r}")
+    return float(value)
+
+
+def _setup(X, y, features, noise, dtype, device) -> tuple[FeatureGP, list[torch.Tensor]]:
+    if not isinstance(features, FeatureMap):
+        raise ValueError(f"features must be a gpscale FeatureMap (e.g. RandomFourierFeatures, "
+                         f"NeuralFeatures), got {type(features).__name__}")
+    model = FeatureGP(features, X, y, noise=_positive("noise", noise), weights="fixed",
+                      dtype=dtype, device=device)
+    alpha = [p for p in model.features.parameters() if p.requires_grad]
+    return model, alpha
+
+
+def _evaluator(model: FeatureGP, before=None):
+    """Exact NLML per point from one streaming statistics pass (the paper's report)."""
+    def evaluate() -> float:
+        if before is not None:
+            before()
+        with torch.no_grad():
+            return float(model.nlml()) / model.n
+    return evaluate
+
+
+def _theta(model: FeatureGP):
+    def theta() -> dict[str, list[float]]:
+        return {name: getattr(sub, desc.name).detach().reshape(-1).cpu().tolist()
+                for name, sub, desc in positive_params(model)
+                if getattr(sub, desc.raw_name).numel() <= 1024}
+    return theta
+
+
+def _per_point(value: torch.Tensor, count: int) -> float:
+    """A batch estimate of l (≈ 2·NLML − n log 2π) as an NLML per point."""
+    return float(value) / (2 * count) + 0.5 * LOG_2PI
+
+
+def _init_w(model: FeatureGP) -> torch.Tensor:
+    with torch.no_grad():
+        gram, proj, _ = model.statistics()
+        return optimal_w(gram, proj, model.noise.detach()), gram
+
+
+def _random_batch(n: int, s: int, gen: torch.Generator, device) -> torch.Tensor:
+    return torch.randperm(n, generator=gen)[:s].to(device)
+
+
+def fit_minimax(
+    X, y, features: FeatureMap, noise: float = 0.1, batch_size: int = 32, epochs: float = 10,
+    optimizer: str = "adadelta", lr: float | None = None, lr_max: float | None = None,
+    mu: float | str = 1.0, dual_init: str = "balanced", mu_growth: float = 1.0,
+    mu_max: float = 1e6, noise_min: float = 1e-4,
+    zeta_max: float | None = None, seed: int = 0, eval_every: int | None = None,
+    max_time: float | None = None, track_constraint: bool = False, progress: bool = False,
+    dtype: torch.dtype = torch.float64, device: torch.device | str | None = None,
+) -> tuple[FeatureGP, FitResult]:
+    """MINIMAX (§3.1): min over ζ = (θ, A) of max over ‖B‖_F ≤ 1 of
+    Ψ(ζ, B) = Σ_i ψ(ζ, B; x_i, μ) (Eq. 3.2–3.3), by alternating stochastic steps
+
+    1. ζ ← proj_Ω₁(ζ − a ∇_ζ (n/s) Σ_{i∈S} ψ(ζ, B; x_i, μ))   (batch S, minimiser's optimiser)
+    2. B ← proj_Ω₂(B + b ∇_B (n/s) Σ_{i∈S̄} ψ(ζ⁺, B; x_i, μ))  (independent batch S̄)
+
+    Ω₁: A symmetric with σ²I ⪯ A (eigenvalue clipping), σ² ≥ ``noise_min`` (σ_min²) and,
+    when ``zeta_max`` is given, the box |w|, σ², |α| ≤ ζ_max and A ⪯ ζ_max·n·I.
+    μ = ``mu`` (the paper's §5 keeps μ = 1), multiplied by ``mu_growth`` after every
+    epoch up to ``mu_max`` (the outer penalty loop of §3.1); ``mu="auto"``: μ = 2‖F₀‖‖F₀⁻¹‖,
+    twice the least μ for which A = F can be stationary in A (for smaller μ the
+    penalised problem's A drifts from F: shrinking A by a factor (1 − t) gains d·t in
+    log|A| and costs only μ·t). A starts at F(θ₀) = F₀ and w at argmin_w l(θ₀), both from
+    one streaming statistics pass; B at the balancing dual B₀ = proj(−‖A₀‖A₀⁻¹/μ)
+    (``dual_init="balanced"``: then ∇_A Ψ = 0 and ∇_θ Ψ = ∇_θ l at the start) or at 0
+    (``"zero"``). A is stepped as A/n (the same problem; it keeps the optimiser's step
+    sizes on the scale of F/n).
+    ``lr`` / ``lr_max``: step sizes a and b of the two optimisers (``optimizer``).
+    ``track_constraint``: add ``constraint_gap`` = ‖A − F(θ)‖/‖A‖ and ``mu`` to each
+    checkpoint of the history (one more statistics pass per checkpoint).
+    """
+    if dual_init not in ("balanced", "zero"):
+        raise ValueError(f"dual_init must be 'balanced' or 'zero', got {dual_init!r}")
+    mu = mu if mu == "auto" else _positive("mu", mu)
+    mu_growth = _positive("mu_growth", mu_growth)
+    noise_min = _positive("noise_min", noise_min)
+    zeta_max = _positive("zeta_max", zeta_max, allow_none=True)
+    noise = max(_positive("noise", noise), noise_min)
+    model, alpha = _setup(X, y, features, noise, dtype, device)
+    n, Xt, yt = model.n, model.X, model.y
+    w0, gram = _init_w(model)
+    w = w0.clone().requires_grad_(True)
+    sigma2 = model.noise.detach().clone().requires_grad_(True)
+    d = gram.shape[0]
+    A_bar = ((gram + sigma2.detach() * torch.eye(d, dtype=gram.dtype, device=gram.device))
+             / n).requires_grad_(True)
+    with torch.no_grad():  # ‖A‖A⁻¹ at A₀ (Cholesky solve), for μ="auto" and the dual start
+        scaled_inv = torch.linalg.matrix_norm(A_bar) * torch.cholesky_solve(
+            torch.eye(d, dtype=gram.dtype, device=gram.device),
+            robust_cholesky(A_bar.detach()))
+    if mu == "auto":
+        mu = 2.0 * float(torch.linalg.matrix_norm(scaled_inv))
+    B0 = project_B(-scaled_inv / mu) if dual_init == "balanced" else torch.zeros_like(gram)
+    B = B0.clone().requires_grad_(True)
+    opt_min = make_optimizer(optimizer, [w, sigma2, A_bar, *alpha], lr)
+    opt_max = make_optimizer(optimizer, [B], lr_max if lr_max is not None else lr)
+    gen_bar = make_generator(int(seed) + 7919)
+    steps_per_epoch = math.ceil(n / check_batch_size(batch_size, n))
+
+    def project() -> None:
+        with torch.no_grad():
+            sigma2.clamp_(min=noise_min, max=zeta_max)
+            A_bar.copy_(project_A(A_bar, sigma2 / n, None if zeta_max is None else zeta_max))
+            if zeta_max is not None:
+                for p in (w, *alpha):
+                    p.clamp_(-zeta_max, zeta_max)
+
+    def step(batch: torch.Tensor, t: int) -> float:
+        mu_t = min(mu * mu_growth ** ((t - 1) // steps_per_epoch), mu_max)
+        s = batch.shape[0]
+        opt_min.zero_grad(set_to_none=True)
+        phi = model.features(Xt[batch])
+        loss = (n / s) * psi_batch(phi, yt[batch], n, w, sigma2, n * A_bar, B.detach(), mu_t)
+        loss.backward()
+        opt_min.step()
+        project()
+        with torch.no_grad():  # ascent in B on an independent batch S̄, at ζ_{t+1}
+            bar = _random_batch(n, s, gen_bar, Xt.device)
+            B.grad = -grad_B(model.features(Xt[bar]), n, sigma2, n * A_bar, mu_t)
+        opt_max.step()
+        with torch.no_grad():
+            B.copy_(project_B(B))
+        return _per_point(loss.detach(), n)
+
+    def sync() -> None:
+        model.noise = sigma2.detach().clone()
+
+    exact, gaps = _evaluator(model, sync), []
+
+    def evaluate() -> float:
+        value = exact()
+        if track_constraint:
+            with torch.no_grad():
+                gram = model.statistics()[0]
+                F = gram + sigma2 * torch.eye(gram.shape[0], dtype=gram.dtype,
+                                              device=gram.device)
+                A = n * A_bar
+                gaps.append(float(torch.linalg.matrix_norm(A - F)
+                                  / torch.linalg.matrix_norm(A)))
+        return value
+
+    result = run_minibatch(step, [w, sigma2, A_bar, B, *alpha], n, batch_size, epochs,
+                           evaluate=evaluate, eval_every=eval_every, seed=seed,
+                           max_time=max_time, device=Xt.device, progress=progress,
+                           method="minimax", theta=_theta(model))
+    sync()
+    rows = [h for h in result.history if "objective" in h]
+    for row, gap in zip(rows, gaps):
+        row["constraint_gap"] = gap
+        row["mu"] = min(mu * mu_growth ** ((row["iter"] - 1) // steps_per_epoch), mu_max)
+    return model, result
+
+
+def fit_scgd(
+    X, y, features: FeatureMap, noise: float = 0.1, batch_size: int = 32, epochs: float = 10,
+    optimizer: str = "adadelta", lr: float | None = None, b: float | None = 0.9,
+    b0: float = 1.0, lr_decay: bool = False, tracker: str = "same", seed: int = 0,
+    eval_every: int | None = None, max_time: float | None = None, progress: bool = False,
+    dtype: torch.dtype = torch.float64, device: torch.device | str | None = None,
+) -> tuple[FeatureGP, FitResult]:
+    """SCGD (§3.2; Wang et al. 2017) on l(θ) = g(θ) + h(F(θ)):
+
+    1. F̃ ← (1 − b_t) F̃ + b_t (n/|S'|) Σ_{i∈S'} F_i(θ_t)       (tracker of F(θ))
+    2. θ ← θ − a_t ∇_θ (n/|S|) Σ_{i∈S} [g_i(θ) + ⟨F̃⁻¹, F_i(θ)⟩]
+
+    The tracker is refreshed first and then used (Wang et al.'s order). ``b``: a fixed
+    b_t (the paper's §5 uses 0.9), or ``None`` for b_t = b0·t^(-1/2). ``lr_decay``:
+    a_t = lr·t^(-3/4) (the rates of Wang et al., Theorem 8); the paper's experiments
+    keep AdaDelta's constant rate. ``tracker``: ``"same"`` (S' = S) or
+    ``"independent"`` (S' drawn independently of S). F̃ starts at F(θ₀) and w at
+    argmin_w l(θ₀) (one streaming statistics pass).
+    """
+    if tracker not in ("same", "independent"):
+        raise ValueError(f"tracker must be 'same' or 'independent', got {tracker!r}")
+    if b is not None and not (isinstance(b, (int, float)) and 0 < b <= 1):
+        raise ValueError(f"b must be in (0, 1] or None (b_t = b0 t^-1/2), got {b!r}")
+    b0 = _positive("b0", b0)
+    model, alpha = _setup(X, y, features, noise, dtype, device)
+    n, Xt, yt = model.n, model.X, model.y
+    w0, gram = _init_w(model)
+    w = w0.clone().requires_grad_(True)
+    eye = torch.eye(gram.shape[0], dtype=gram.dtype, device=gram.device)
+    state = {"F": gram + model.noise.detach() * eye}
+    params = [w, model.raw_noise, *alpha]
+    opt = make_optimizer(optimizer, params, lr)
+    lr0 = opt.param_groups[0]["lr"]
+    gen_bar = make_generator(int(seed) + 7919)
+
+    def step(batch: torch.Tensor, t: int) -> float:
+        s = batch.shape[0]
+        phi = model.features(Xt[batch])
+        with torch.no_grad():
+            b_t = float(b) if b is not None else min(1.0, b0 / math.sqrt(t))
+            if tracker == "same":
+                phi_tr, s_tr = phi.detach(), s
+            else:
+                bar = _random_batch(n, s, gen_bar, Xt.device)
+                phi_tr, s_tr = model.features(Xt[bar]), s
+            F_hat = (n / s_tr) * batch_F(phi_tr, model.noise, n)
+            state["F"] = (1 - b_t) * state["F"] + b_t * F_hat
+        if lr_decay:
+            for group in opt.param_groups:
+                group["lr"] = lr0 * t ** -0.75
+        opt.zero_grad(set_to_none=True)
+        loss, estimate = scgd_batch(phi, yt[batch], n, w, model.noise, state["F"],
+                                    return_estimate=True)
+        loss.backward()
+        opt.step()
+        return _per_point(estimate, n)
+
+    result = run_minibatch(step, params, n, batch_size, epochs, evaluate=_evaluator(model),
+                           eval_every=eval_every, seed=seed, max_time=max_time,
+                           device=Xt.device, progress=progress, method="scgd",
+                           theta=_theta(model))
+    return model, result
+
+
+def fit_bsgd(
+    X, y, features: FeatureMap, noise: float = 0.1, batch_size: int = 32, epochs: float = 10,
+    optimizer: str = "adadelta", lr: float | None = None, seed: int = 0,
+    eval_every: int | None = None, max_time: float | None = None, progress: bool = False,
+    dtype: torch.dtype = torch.float64, device: torch.device | str | None = None,
+) -> tuple[FeatureGP, FitResult]:
+    """BSGD (Chen et al. 2020; §4.2): θ ← θ − a_t ∇l(θ; S_t), the gradient of the exact
+    ML-II loss of the batch alone, l(θ; S) = y_Sᵀ(K_SS + σ²I)⁻¹y_S + log|K_SS + σ²I|,
+    with the same feature kernel K_SS = Φ_SΦ_Sᵀ (biased for |S| < n; O(b³ + b²d))."""
+    model, alpha = _setup(X, y, features, noise, dtype, device)
+    n, Xt, yt = model.n, model.X, model.y
+    params = [model.raw_noise, *alpha]
+    opt = make_optimizer(optimizer, params, lr)
+
+    def step(batch: torch.Tensor, t: int) -> float:
+        opt.zero_grad(set_to_none=True)
+        loss = bsgd_batch(model.features(Xt[batch]), yt[batch], model.noise)
+        loss.backward()
+        opt.step()
+        return _per_point(loss.detach(), batch.shape[0])
+
+    result = run_minibatch(step, params, n, batch_size, epochs, evaluate=_evaluator(model),
+                           eval_every=eval_every, seed=seed, max_time=max_time,
+                           device=Xt.device, progress=progress, method="bsgd",
+                           theta=_theta(model))
+    return model, result

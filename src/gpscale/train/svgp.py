@@ -1,0 +1,188 @@
+"""SVGP training: minibatch maximisation of the ELBO (Hensman et al. 2013, 2015) over
+q(u), the inducing locations Z, the kernel hyperparameters and σ².
+
+This is the inducing-point baseline of the unbiased-stochastic paper (Shoham & Avron,
+§4-5): m inducing points = batch size, the same kernels (a :class:`FeatureKernel` on
+the same feature map), AdaDelta/Adam, and the learned hyperparameters scored by the
+*exact* NLML of the weight-space model (``evaluate="feature-nlml"``), keeping the
+iterate with the best score as the paper reports.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from collections.abc import Callable
+
+import torch
+
+from ..features import FeatureMap
+from ..kernels import Kernel, Scale
+from ..kernels.feature import FeatureKernel
+from ..linalg import CholeskyError
+from ..models.feature import FeatureGP
+from ..models.svgp import SVGP
+from ..validation import check_xy
+from .minibatch import check_batch_size, make_generator, make_optimizer, run_minibatch
+from .result import FitResult, theta_of
+
+INIT_METHODS = ("random", "kmeans")
+
+
+@torch.no_grad()
+def exact_feature_nlml(features: FeatureMap, X: torch.Tensor, y: torch.Tensor, noise,
+                       variance=1.0, chunk: int | None = None) -> float:
+    """Exact NLML per point of the weight-space GP K = s² ΦΦᵀ + σ²I (s² = ``variance``;
+    FeatureGP with weights="fixed" when s² = 1), from one streaming pass over X."""
+    noise, variance = _scalar(noise), _scalar(variance)
+    if not (math.isfinite(noise) and noise > 0):
+        raise ValueError(f"noise must be a positive, finite number, got {noise!r}")
+    if not (math.isfinite(variance) and variance > 0):
+        raise ValueError(f"variance must be a positive, finite number, got {variance!r}")
+    weights = "fixed" if variance == 1.0 else "scalar"
+    model = FeatureGP(features, X, y, noise=noise, weights=weights, chunk=chunk,
+                      dtype=X.dtype, device=X.device)
+    if weights == "scalar":
+        model.weight = torch.tensor([variance], dtype=X.dtype)
+    return float(model.nlml()) / model.n
+
+
+def _scalar(v) -> float:
+    """A Python float from a number or a (possibly grad-requiring) one-element tensor."""
+    return float(v.detach()) if isinstance(v, torch.Tensor) else float(v)
+
+
+def _feature_parts(kernel: Kernel) -> tuple[FeatureMap, Callable[[], float]]:
+    """(feature map, signal variance) of FeatureKernel or Scale(FeatureKernel)."""
+    if isinstance(kernel, FeatureKernel):
+        return kernel.features, lambda: 1.0
+    if isinstance(kernel, Scale) and isinstance(kernel.base, FeatureKernel):
+        return kernel.base.features, lambda: float(kernel.outputscale.detach())
+    raise ValueError("evaluate='feature-nlml' needs kernel=FeatureKernel(features) or "
+                     f"Scale(FeatureKernel(features)), got {type(kernel).__name__}")
+
+
+def init_inducing(X: torch.Tensor, num_inducing: int, init: str = "random",
+                  seed: int | torch.Generator | None = 0, iters: int = 10) -> torch.Tensor:
+    """Initial Z: ``"random"`` rows of X (without replacement, seeded) or ``"kmeans"``
+    (``iters`` Lloyd iterations started from those rows)."""
+    n = X.shape[0]
+    if isinstance(num_inducing, bool) or int(num_inducing) != num_inducing or num_inducing < 1:
+        raise ValueError(f"num_inducing must be a positive integer, got {num_inducing!r}")
+    if num_inducing > n:
+        raise ValueError(f"num_inducing={num_inducing} exceeds the number of training rows "
+                         f"n={n}; use at most n inducing points")
+    if init not in INIT_METHODS:
+        raise ValueError(f"init must be one of {INIT_METHODS}, got {init!r}")
+    gen = make_generator(seed)
+    idx = torch.randperm(n, generator=gen)[: int(num_inducing)].to(X.device)
+    Z = X[idx].clone()
+    if init == "kmeans":
+        for _ in range(iters):
+            assign = torch.cdist(X, Z).argmin(1)
+            sums = torch.zeros_like(Z).index_add_(0, assign, X)
+            counts = torch.bincount(assign, minlength=Z.shape[0]).to(X.dtype)[:, None]
+            Z = torch.where(counts > 0, sums / counts.clamp_min(1.0), Z)  # empty: stay put
+    return Z
+
+
+def make_svgp(X, y, kernel: Kernel, num_inducing: int, noise: float = 0.1,
+              seed: int | torch.Generator | None = 0, init: str = "random",
+              whiten: bool = True, dtype: torch.dtype = torch.float64,
+              device: torch.device | str | None = None
+              ) -> tuple[SVGP, torch.Tensor, torch.Tensor]:
+    """The initial SVGP (q at the prior, Z from :func:`init_inducing`) and validated X, y."""
+    if not isinstance(kernel, Kernel):
+        raise ValueError(f"kernel must be a gpscale Kernel, got {type(kernel).__name__}")
+    X, y = check_xy(X, y, dtype, device)
+    if not (isinstance(noise, (int, float)) and math.isfinite(noise) and noise > 0):
+        raise ValueError(f"noise must be a positive, finite number, got {noise!r}")
+    Z = init_inducing(X, num_inducing, init, seed)
+    model = SVGP(kernel, Z, num_data=X.shape[0], noise=noise, whiten=whiten, dtype=dtype,
+                 device=X.device)
+    return model, X, y
+
+
+def _evaluator(evaluate, model: SVGP, X: torch.Tensor, y: torch.Tensor
+               ) -> Callable[[], float] | None:
+    if evaluate is None:
+        return None
+    if isinstance(evaluate, str):
+        if evaluate != "feature-nlml":
+            raise ValueError(f"evaluate must be None, 'feature-nlml' or a callable, "
+                             f"got {evaluate!r}")
+        features, variance = _feature_parts(model.kernel)
+        return lambda: exact_feature_nlml(features, X, y, model.noise, variance())
+    if not callable(evaluate):
+        raise ValueError(f"evaluate must be None, 'feature-nlml' or a callable, got "
+                         f"{type(evaluate).__name__}")
+    takes_model = len(inspect.signature(evaluate).parameters) > 0
+
+    def run() -> float:
+        with torch.no_grad():
+            return float(evaluate(model) if takes_model else evaluate())
+    return run
+
+
+def svgp_theta(model: SVGP) -> dict[str, list[float]]:
+    """Hyperparameters of an SVGP (kernel and σ²; not q(u) or Z) by name."""
+    out = {"noise": [float(model.noise.detach())]}
+    out.update({f"kernel.{k}": v for k, v in theta_of(model.kernel).items()})
+    return out
+
+
+def fit_svgp(X, y, kernel: Kernel, num_inducing: int, batch_size: int, epochs: float = 10,
+             optimizer: str = "adam", lr: float | None = None, noise: float = 0.1,
+             seed: int = 0, evaluate=None, eval_every: int | None = None,
+             max_time: float | None = None, init: str = "random", whiten: bool = True,
+             progress: bool = False, dtype: torch.dtype = torch.float64,
+             device: torch.device | str | None = None) -> tuple[SVGP, FitResult]:
+    """Maximise the minibatch ELBO over q(u), Z, the kernel and σ² (``kernel`` is
+    trained in place). ``evaluate``: None, ``"feature-nlml"`` (exact weight-space NLML
+    per point of a FeatureKernel's feature map with the SVGP's σ², see
+    :func:`exact_feature_nlml`) or a callable (of the model, or of nothing) returning a
+    value to minimise; the best-scoring iterate is kept (:func:`run_minibatch`). Without
+    it the last iterate is kept and the history records the minibatch −ELBO/n
+    (``batch_objective``)."""
+    model, X, y = make_svgp(X, y, kernel, num_inducing, noise, seed, init, whiten, dtype,
+                            device)
+    n = X.shape[0]
+    batch_size = check_batch_size(batch_size, n)
+    params = [p for p in model.parameters() if p.requires_grad]
+    opt = make_optimizer(optimizer, params, lr)
+
+    def step(batch: torch.Tensor, t: int) -> float:
+        opt.zero_grad(set_to_none=True)
+        try:
+            loss = -model.elbo(X[batch], y[batch]) / n
+        except CholeskyError:
+            return math.nan  # diverged: the loop stops and keeps the best iterate
+        loss.backward()
+        opt.step()
+        return float(loss.detach())
+
+    gen = make_generator(seed)
+    gen.manual_seed(gen.initial_seed() + 1)  # batches independent of the Z draw
+    result = run_minibatch(step, params, n, batch_size, epochs,
+                           evaluate=_evaluator(evaluate, model, X, y), eval_every=eval_every,
+                           seed=gen, max_time=max_time, device=X.device, progress=progress,
+                           method="svgp", theta=lambda: svgp_theta(model))
+    return model, result
+
+
+def fit_svgp_method(X: torch.Tensor, y: torch.Tensor, kernel: Kernel,
+                    num_inducing: int | None = None, batch_size: int | None = None,
+                    epochs: float | None = None, lr: float | None = None,
+                    optimizer: str = "adam", seed: int = 0, noise: float = 0.1,
+                    progress: bool = False, device: torch.device | str | None = None
+                    ) -> tuple[SVGP, FitResult]:
+    """``method="svgp"``: batch_size defaults to min(256, n), num_inducing to the batch
+    size (as in the paper), epochs to max(20, enough for 1000 steps)."""
+    n = X.shape[0]
+    batch_size = min(256, n) if batch_size is None else batch_size
+    batch_size = check_batch_size(batch_size, n)
+    num_inducing = batch_size if num_inducing is None else num_inducing
+    if epochs is None:
+        epochs = max(20, math.ceil(1000 / math.ceil(n / batch_size)))
+    return fit_svgp(X, y, kernel, num_inducing, batch_size, epochs, optimizer=optimizer, lr=lr,
+                    noise=noise, seed=seed, progress=progress, device=device)
