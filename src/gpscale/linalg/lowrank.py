@@ -12,25 +12,32 @@ from .woodbury import woodbury_factor
 
 
 def pivoted_cholesky(kernel, X: torch.Tensor, rank: int, rel_tol: float = 1e-10,
-                     K: torch.Tensor | None = None) -> torch.Tensor:
+                     K: torch.Tensor | None = None, return_pivots: bool = False
+                     ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
     """Partial pivoted Cholesky L (n x m, m ≤ rank) of K(X, X) ≈ L Lᵀ: greedy pivot on
-    the largest remaining diagonal, one kernel row per pivot (read from ``K`` when the
-    dense matrix is at hand), O(n m²) time."""
+    the largest remaining diagonal (stopping early once it is ≤ ``rel_tol`` times the
+    largest prior variance), one kernel row per pivot (read from ``K`` when the dense
+    matrix is at hand), O(n m²) time. ``return_pivots``: also the m pivot indices, in
+    the order chosen (the "greedy variance" inducing-point selection)."""
     n = X.shape[0]
     L = X.new_zeros(n, min(rank, n))
+    pivots = torch.zeros(L.shape[1], dtype=torch.long, device=X.device)
+    m = 0
     with torch.no_grad():
         d = (K.diagonal() if K is not None else kernel.diag(X)).clone()
         scale = float(d.max()) if n else 0.0
-        for m in range(L.shape[1]):
+        while m < L.shape[1]:
             i = int(torch.argmax(d))
             if float(d[i]) <= rel_tol * scale:
-                return L[:, :m]
+                break
+            pivots[m] = i
             row = K[i] if K is not None else kernel(X[i:i + 1], X)[0]
             row = row - L[:, :m] @ L[i, :m]
             L[:, m] = row / math.sqrt(float(d[i]))
             d = (d - L[:, m] ** 2).clamp_min(0.0)
             d[i] = 0.0
-    return L
+            m += 1
+    return (L[:, :m], pivots[:m]) if return_pivots else L[:, :m]
 
 
 def low_rank_inverse(L: torch.Tensor, s2: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:

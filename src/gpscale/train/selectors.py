@@ -17,6 +17,7 @@ import math
 import torch
 
 from ..kernels import Kernel
+from ..linalg.lowrank import pivoted_cholesky
 from ..params import LOG_2PI
 from ..rng import as_generator
 
@@ -57,21 +58,13 @@ def select_variance(kernel: Kernel, X: torch.Tensor, m: int) -> torch.Tensor:
     """
     n = X.shape[0]
     _check_m(n, m)
-    d = kernel.diag(X).detach().clone()
-    L = torch.zeros(n, m, dtype=d.dtype, device=d.device)
-    chosen = torch.zeros(n, dtype=torch.bool, device=d.device)
-    out = torch.empty(m, dtype=torch.long, device=d.device)
-    floor = TINY * float(d.max().clamp_min(1e-300))
-    for k in range(m):
-        i = int(torch.where(chosen, -math.inf, d).argmax())
-        out[k] = i
-        chosen[i] = True
-        if float(d[i]) > floor:  # rank exhausted: keep a zero column
-            col = kernel(X, X[i : i + 1])[:, 0] - L[:, :k] @ L[i, :k]
-            L[:, k] = col / d[i].sqrt()
-            d -= L[:, k] ** 2
-            d[chosen] = 0.0
-    return out
+    _, pivots = pivoted_cholesky(kernel, X, m, rel_tol=TINY, return_pivots=True)
+    if pivots.shape[0] < m:  # rank exhausted: the rest by prior variance
+        prior = kernel.diag(X).detach().clone()
+        prior[pivots] = -math.inf
+        rest = torch.argsort(prior, descending=True)[: m - pivots.shape[0]]
+        pivots = torch.cat([pivots, rest])
+    return pivots
 
 
 class IncrementalVFE:
