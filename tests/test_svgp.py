@@ -150,6 +150,30 @@ def test_optimal_q_gives_titsias_collapsed_bound(device, whiten):
     assert math.isclose(_full_elbo(model, X, y), ref, rel_tol=1e-9, abs_tol=1e-8)
 
 
+@pytest.mark.parametrize("whiten", [True, False])
+def test_set_optimal_q_streams_the_closed_form(device, whiten):
+    X, y = _data(23, 2, 9, device)
+    model = SVGP(_kernel(), X[:6] + 0.05, num_data=23, noise=0.2, whiten=whiten, jitter=0.0,
+                 device=device)
+    mean, cov = _optimal_q(model, X, y)
+    model.set_optimal_q(X, y, block=5)  # several row blocks
+    with torch.no_grad():
+        L = model.q_chol()
+        torch.testing.assert_close(model.q_mu, mean, rtol=1e-9, atol=1e-10)
+        torch.testing.assert_close(L @ L.mT, cov, rtol=1e-8, atol=1e-10)
+
+
+def test_fit_starts_from_the_optimal_q_unless_asked_not_to():
+    X, y = _data(60, 2, 3)
+    kw = dict(num_inducing=8, batch_size=60, epochs=1, lr=1e-12, optimizer="sgd", noise=0.2)
+    opt, _ = fit_svgp(X, y, _kernel(), **kw)
+    prior, _ = fit_svgp(X, y, _kernel(), q_init="prior", **kw)
+    assert _full_elbo(opt, X, y) > _full_elbo(prior, X, y) + 1.0
+    assert float(prior.q_mu.detach().abs().max()) < 1e-8
+    with pytest.raises(ValueError, match="q_init"):
+        fit_svgp(X, y, _kernel(), q_init="zeros", **kw)
+
+
 @settings(max_examples=15, deadline=None)
 @given(k=st.integers(1, 6), b=st.integers(1, 7), whiten=st.booleans(),
        seed=st.integers(0, 10_000))

@@ -110,6 +110,35 @@ class SVGP(nn.Module):
         self.q_mu.copy_(mean)
         self.q_sqrt_raw.copy_(raw)
 
+    @torch.no_grad()
+    def set_optimal_q(self, X: torch.Tensor, y: torch.Tensor, block: int = 4096) -> None:
+        """Set q to the optimal Gaussian for the current kernel, σ² and Z (Titsias 2009):
+        in the whitened coordinates, with A = L_zz⁻¹ K_zX,
+
+            q(v) = N(P⁻¹ A y / σ², P⁻¹),   P = I + A Aᵀ / σ²,
+
+        (q(u) = N(L_zz m, L_zz S L_zzᵀ) unwhitened), accumulating A Aᵀ and A y over row
+        blocks: one O(n m²) pass, O(m² + block·m) memory. The ELBO is then Titsias'
+        collapsed bound, the best start for the stochastic phase."""
+        self._check_batch(X, y)
+        Lz = self.prior_chol()
+        m = self.num_inducing
+        AAt = torch.zeros(m, m, dtype=Lz.dtype, device=Lz.device)
+        Ay = torch.zeros(m, dtype=Lz.dtype, device=Lz.device)
+        for s in range(0, X.shape[0], block):
+            A = torch.linalg.solve_triangular(Lz, self.kernel(self.Z, X[s : s + block]),
+                                              upper=False)
+            AAt += A @ A.mT
+            Ay += A @ y[s : s + block]
+        s2 = self.noise.detach()
+        eye = torch.eye(m, dtype=Lz.dtype, device=Lz.device)
+        R = robust_cholesky(eye + AAt / s2)
+        mean = torch.cholesky_solve((Ay / s2)[:, None], R)[:, 0]
+        cov = torch.cholesky_inverse(R)
+        if not self.whiten:
+            mean, cov = Lz @ mean, Lz @ cov @ Lz.mT
+        self.set_q(mean, cov=0.5 * (cov + cov.mT))
+
     def prior_chol(self) -> torch.Tensor:
         """L_zz = chol(K_zz + jitter · mean(diag K_zz) I)."""
         Kzz = self.kernel(self.Z)

@@ -135,7 +135,8 @@ def fit_svgp(X, y, kernel: Kernel, num_inducing: int, batch_size: int, epochs: f
              optimizer: str = "adam", lr: float | None = None, noise: float = 0.1,
              seed: int = 0, evaluate=None, eval_every: int | None = None,
              max_time: float | None = None, init: str = "random", whiten: bool = True,
-             progress: bool = False, dtype: torch.dtype = torch.float64,
+             q_init: str = "optimal", progress: bool = False,
+             dtype: torch.dtype = torch.float64,
              device: torch.device | str | None = None) -> tuple[SVGP, FitResult]:
     """Maximise the minibatch ELBO over q(u), Z, the kernel and σ² (``kernel`` is
     trained in place). ``evaluate``: None, ``"feature-nlml"`` (exact weight-space NLML
@@ -143,9 +144,17 @@ def fit_svgp(X, y, kernel: Kernel, num_inducing: int, batch_size: int, epochs: f
     :func:`exact_feature_nlml`) or a callable (of the model, or of nothing) returning a
     value to minimise; the best-scoring iterate is kept (:func:`run_minibatch`). Without
     it the last iterate is kept and the history records the minibatch −ELBO/n
-    (``batch_objective``)."""
+    (``batch_objective``). ``q_init="optimal"`` (default) starts q(u) at its optimum
+    for the initial kernel, σ² and Z (:meth:`SVGP.set_optimal_q`, one pass over the
+    data); ``"prior"`` starts it at p(u). From the prior, the variance term of the ELBO
+    first pushes the kernel's scale down, which can switch a ReLU feature network off
+    for good before q(u) has learned anything."""
+    if q_init not in ("optimal", "prior"):
+        raise ValueError(f"q_init must be 'optimal' or 'prior', got {q_init!r}")
     model, X, y = make_svgp(X, y, kernel, num_inducing, noise, seed, init, whiten, dtype,
                             device)
+    if q_init == "optimal":
+        model.set_optimal_q(X, y)
     n = X.shape[0]
     batch_size = check_batch_size(batch_size, n)
     params = [p for p in model.parameters() if p.requires_grad]
