@@ -138,10 +138,10 @@ def test_longest_unvisited_first():
 def test_fit_hyperparameters_budget_and_monotone():
     X, y, kern = _problem(100, 2, 5)
     model = SparseGP(kern, X, y, list(range(0, 100, 10)), noise=0.5)
-    before = float(model.objective())
+    before = float(model.objective().detach())
     used = cq.fit_hyperparameters(model, 7)
     assert 1 <= used <= 7
-    assert float(model.objective()) < before
+    assert float(model.objective().detach()) < before
 
 
 @pytest.mark.parametrize("kind", ["vfe", "dtc"])
@@ -161,6 +161,7 @@ def test_fit_cholqr_history_and_seed(kind):
     assert res2.objective == pytest.approx(res.objective, rel=1e-10)
 
 
+@pytest.mark.filterwarnings("ignore::gpscale.linalg.cholesky.NumericalWarning")  # K_II at m = n
 def test_fit_cholqr_m_equals_n_and_time_budget():
     X, y, kern = _problem(25, 1, 7)
     X = X * 3  # spread: K itself must be well conditioned at m = n
