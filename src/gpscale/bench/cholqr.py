@@ -106,7 +106,7 @@ def run_snelson(args, rec) -> None:
             rec.record(kind="fit", data=data, method=method, n=X.shape[0], m=m,
                        objective=objective, value_nats=res.objective, train_s=secs,
                        iterations=len(res.history) - 1, reason=res.reason,
-                       noise=float(model.noise),
+                       noise=float(model.noise.detach()),
                        theta={k: v for k, v in res.theta.items() if k != "Z"},
                        inducing_x=sorted(round(float(z), 3) for z in Z))
             summary[f"{objective.split('-')[0]}_{method.replace('-', '_')}_{data[:3]}"] = \
