@@ -95,7 +95,7 @@ def fit_selected(
         evals = max_evals if max_evals is not None else evals_per_epoch(model)
         total_evals += int(fit_hyperparameters(model, evals, deadline))
         with torch.no_grad():
-            f = float(model.objective())
+            f = float(model.objective().detach())
         history.append({"iter": epoch + 1, "objective": f, "time_s": time.perf_counter() - t0,
                         "n_evals": total_evals, "m": int(inducing.numel())})
         if f < best[0]:

@@ -188,7 +188,7 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
     t0 = time.perf_counter()
     deadline = None if max_time is None else t0 + max_time
     with torch.no_grad():
-        F_prev = float(model.objective())
+        F_prev = float(model.objective().detach())
     history = [{"iter": 0, "objective": F_prev, "time_s": 0.0}]
     best = (F_prev, model.inducing.tolist(), snapshot(params))
     order = torch.randperm(m, generator=gen).tolist()  # random tie-break of first visits
@@ -215,7 +215,7 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
             used = fit_hyperparameters(model, evals, deadline)  # continuous phase
             n_evals += used
             with torch.no_grad():
-                F = float(model.objective())
+                F = float(model.objective().detach())
             row.update(objective=F, hyp_evals=used, time_s=time.perf_counter() - t0)
             history.append(row)
             if F < best[0]:
