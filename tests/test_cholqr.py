@@ -171,6 +171,8 @@ def test_fit_cholqr_m_equals_n_and_time_budget():
     assert model.m == 1 and res.history[1]["attempts"] == 1
     _, res = cq.fit_cholqr(X, y, kern, 5, max_epochs=1000, max_time=0.3, tol=0.0)
     assert res.reason == "max_time" and res.wall_s < 3.0
+    _, res = cq.fit_cholqr(X, y, kern, 5, max_epochs=1000, max_time=1e-9, tol=1.0)
+    assert res.reason == "max_time"  # an epoch cut short is not convergence
 
 
 def test_fit_cholqr_interrupt_keeps_best(monkeypatch):

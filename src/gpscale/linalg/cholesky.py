@@ -42,7 +42,7 @@ def robust_cholesky(
         if not info.any():
             if warn:
                 warnings.warn(
-                    f"Cholesky needed jitter {rel * float(scale):.3g} "
+                    f"Cholesky needed jitter {rel * float(scale.detach()):.3g} "
                     f"({rel:g} x mean diagonal) on a {A.shape[-1]}x{A.shape[-1]} matrix",
                     NumericalWarning,
                     stacklevel=2,

@@ -222,13 +222,13 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
                 best = (F, model.inducing.tolist(), snapshot(params))
             bar.update(1)
             bar.set_postfix(objective=f"{F:.5g}", rejected=row["rejection_rate"])
+            if deadline is not None and time.perf_counter() >= deadline:
+                reason = "max_time"  # before the test below: the epoch was cut short
+                break
             if (F_prev - F) < tol * max(abs(F_prev), 1e-12):
                 reason = "converged"
                 break
             F_prev = F
-            if deadline is not None and time.perf_counter() >= deadline:
-                reason = "max_time"
-                break
     except KeyboardInterrupt:
         reason = "interrupted"
     finally:
