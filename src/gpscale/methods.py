@@ -232,15 +232,17 @@ _stochastic(fit_scgd, "scgd", "finite-feature GP, minibatch ML-II by SCGD (Shoha
             "§3.2)", ("b", "b0", "lr_decay", "tracker"))
 _stochastic(fit_bsgd, "bsgd", "finite-feature GP, biased minibatch ML-II (BSGD, Chen et al. "
             "2020)", ())
-register_model_io(FeatureGP, _feature_options, _feature_rebuild)
-register_method("cholqr-vfe", cholqr_method("vfe"),
-                "sparse GP on a training subset, CholQR swaps + L-BFGS on the VFE bound")
-register_method("cholqr-dtc", cholqr_method("dtc"),
-                "sparse GP on a training subset, CholQR swaps + L-BFGS on the DTC NLML")
-register_model_io(SparseGP, sparse_options, sparse_rebuild)
-register_model_io(GriefIPosterior, _grief_i_options, _grief_i_rebuild)
 register_method("svgp", fit_svgp_method,
                 "stochastic variational GP (Hensman et al. 2015), minibatch ELBO",
                 options=["num_inducing", "batch_size", "epochs", "lr", "optimizer", "seed",
                          "noise", "progress", "device"])
+register_method("cholqr-vfe", cholqr_method("vfe"),
+                "sparse GP on a training subset, CholQR swaps + L-BFGS on the VFE bound")
+register_method("cholqr-dtc", cholqr_method("dtc"),
+                "sparse GP on a training subset, CholQR swaps + L-BFGS on the DTC NLML")
+
+# -- save / load hooks ----------------------------------------------------------------------
+register_model_io(FeatureGP, _feature_options, _feature_rebuild)
+register_model_io(GriefIPosterior, _grief_i_options, _grief_i_rebuild)
+register_model_io(SparseGP, sparse_options, sparse_rebuild)
 register_model_io(SVGP, svgp_options, svgp_rebuild)
