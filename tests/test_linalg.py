@@ -10,6 +10,7 @@ from gpscale.linalg import (
     NumericalWarning,
     cg,
     robust_cholesky,
+    robust_eigh,
     woodbury_factor,
     woodbury_logdet,
     woodbury_solve,
@@ -48,6 +49,32 @@ def test_cholesky_fails_clearly():
         robust_cholesky(A)
     with pytest.raises(CholeskyError, match="NaN"):
         robust_cholesky(torch.full((3, 3), float("nan"), dtype=D64))
+
+
+def test_robust_eigh_retries_with_a_shift_when_lapack_fails(monkeypatch):
+    g = torch.Generator().manual_seed(3)
+    B = torch.randn(6, 6, generator=g, dtype=torch.float64)
+    A = B @ B.T + 0.1 * torch.eye(6, dtype=torch.float64)
+    real = torch.linalg.eigh
+    calls = {"n": 0}
+
+    def flaky(M):
+        calls["n"] += 1
+        if calls["n"] == 1:
+            raise torch.linalg.LinAlgError("the algorithm failed to converge")
+        return real(M)
+
+    monkeypatch.setattr(torch.linalg, "eigh", flaky)
+    with pytest.warns(NumericalWarning, match="diagonal shift"):
+        lam, Q = robust_eigh(A)
+    torch.testing.assert_close(lam, real(A)[0], rtol=0, atol=1e-10)
+    torch.testing.assert_close((Q * lam) @ Q.T, A, rtol=0, atol=1e-10)
+    def broken(M):
+        raise torch.linalg.LinAlgError("never converges")
+
+    monkeypatch.setattr(torch.linalg, "eigh", broken)
+    with pytest.raises(torch.linalg.LinAlgError, match="even with a diagonal shift"):
+        robust_eigh(A)
 
 
 @settings(max_examples=25, deadline=None)

@@ -26,6 +26,7 @@ import math
 
 import torch
 
+from ..linalg.cholesky import robust_eigh
 from ..linalg.kron import kr_kron_select, kron_top_p
 from ..params import Positive
 from .base import FeatureMap
@@ -59,7 +60,7 @@ class _SymEig(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, A, gap_tol):  # noqa: D102
-        lam, Q = torch.linalg.eigh(A)
+        lam, Q = robust_eigh(A)
         ctx.gap_tol = gap_tol
         ctx.save_for_backward(lam, Q)
         return lam, Q

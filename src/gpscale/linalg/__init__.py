@@ -1,7 +1,7 @@
 """Numerical linear algebra: robust Cholesky, preconditioned CG, Woodbury identities."""
 
 from .cg import CGInfo, cg
-from .cholesky import CholeskyError, NumericalWarning, robust_cholesky
+from .cholesky import CholeskyError, NumericalWarning, robust_cholesky, robust_eigh
 from .kron import (
     khatri_rao_cols_matmul,
     khatri_rao_cols_rmatmul,
@@ -16,7 +16,7 @@ from .pivchol import CholQRFactors, augmented_qr, partial_cholesky
 from .woodbury import woodbury_factor, woodbury_logdet, woodbury_solve
 
 __all__ = [
-    "cg", "CGInfo", "robust_cholesky", "CholeskyError", "NumericalWarning",
+    "cg", "CGInfo", "robust_cholesky", "robust_eigh", "CholeskyError", "NumericalWarning",
     "woodbury_factor", "woodbury_logdet", "woodbury_solve", "kron_matmul", "kron_top_p",
     "khatri_rao_rows_matmul", "khatri_rao_cols_matmul", "khatri_rao_cols_rmatmul",
     "kr_kron_select", "kr_kron_select_direct", "pivoted_cholesky", "low_rank_inverse",

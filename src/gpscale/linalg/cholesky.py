@@ -53,3 +53,29 @@ def robust_cholesky(
         f"{jitters[-1]:g} x mean diagonal; the noise variance may be too small or the "
         "kernel degenerate (duplicated inputs with zero noise). Raise the noise floor."
     )
+
+
+def robust_eigh(A: torch.Tensor, shifts: tuple[float, ...] = (1e-12, 1e-10, 1e-8)
+                ) -> tuple[torch.Tensor, torch.Tensor]:
+    """``torch.linalg.eigh`` of a symmetric A that retries when LAPACK's solver fails to
+    converge (it can, on ill-conditioned matrices with clustered eigenvalues): A + δI
+    for δ = shift · max|diag A| has the same eigenvectors and eigenvalues shifted by δ,
+    which are shifted back. Warns with the shift used."""
+    try:
+        return torch.linalg.eigh(A)
+    except torch.linalg.LinAlgError:
+        pass
+    scale = torch.diagonal(A, dim1=-2, dim2=-1).abs().max().clamp_min(1e-300)
+    eye = torch.eye(A.shape[-1], dtype=A.dtype, device=A.device)
+    for rel in shifts:
+        delta = rel * scale
+        try:
+            lam, Q = torch.linalg.eigh(A + delta * eye)
+        except torch.linalg.LinAlgError:
+            continue
+        warnings.warn(f"eigh needed a diagonal shift {float(delta.detach()):.3g} on a "
+                      f"{A.shape[-1]}x{A.shape[-1]} matrix", NumericalWarning, stacklevel=2)
+        return lam - delta, Q
+    raise torch.linalg.LinAlgError(
+        f"eigh failed on a {A.shape[-1]}x{A.shape[-1]} matrix even with a diagonal shift of "
+        f"{shifts[-1]:g} x its largest diagonal entry; check it for NaN or huge entries")

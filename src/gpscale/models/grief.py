@@ -31,7 +31,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from ..linalg import woodbury_factor
+from ..linalg import robust_eigh, woodbury_factor
 from ..params import LOG_2PI
 from ..validation import as_matrix
 
@@ -75,7 +75,7 @@ class OrthogonalGrief:
     ) -> OrthogonalGrief:
         """One O(p³) eigendecomposition ΦᵀΦ = Ṽ Σ̃² Ṽᵀ (the SVD of Φ without Φ)."""
         gram, proj = gram.detach(), proj.detach()
-        sv2, V = torch.linalg.eigh(0.5 * (gram + gram.mT))
+        sv2, V = robust_eigh(0.5 * (gram + gram.mT))
         keep = sv2 > rtol * sv2.max().clamp_min(torch.finfo(sv2.dtype).tiny)
         sv2, V = sv2[keep], V[:, keep]
         return cls(V, sv2, V.mT @ proj, torch.as_tensor(yy, dtype=gram.dtype,

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import torch
 
-from ..linalg import robust_cholesky
+from ..linalg import robust_cholesky, robust_eigh
 
 
 def _check_batch(phi: torch.Tensor, y: torch.Tensor, n: int) -> None:
@@ -126,7 +126,7 @@ def project_A(A: torch.Tensor, noise: float | torch.Tensor,
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ValueError(f"A must be a square matrix, got shape {tuple(A.shape)}")
     sym = 0.5 * (A + A.mT)
-    lam, U = torch.linalg.eigh(sym)
+    lam, U = robust_eigh(sym)
     lam = lam.clamp(min=float(noise), max=a_max)
     return (U * lam) @ U.mT
 
