@@ -21,8 +21,8 @@ def test_quick_tiny(tmp_path, data_dir):
     lines = (tmp_path / "cholqr-discrete.jsonl").read_text().splitlines()
     rows = [json.loads(x) for x in lines]
     runs = [r for r in rows if r.get("kind") == "run"]
-    assert {r["method"] for r in runs} == {"cholqr", "random", "titsias-16", "titsias-512",
-                                           "ivm"}
+    assert {r["method"] for r in runs} == {"cholqr", "cholqr-z128", "random", "titsias-16",
+                                           "titsias-512", "ivm"}
     for r in runs:
         assert r["n_train"] == 54 and r["m"] == 8
         assert math.isfinite(r["smse"]) and math.isfinite(r["snlp"]) and r["fit_s"] > 0
