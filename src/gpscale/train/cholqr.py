@@ -27,10 +27,10 @@ import time
 import torch
 from tqdm.auto import tqdm
 
-from ..linalg import CholeskyError
 from ..linalg.pivchol import CholQRFactors
 from ..models.sparse import OBJECTIVES, SparseGP, check_inducing
 from .cholqr_scoring import InfoPivots, exact_gain, factor_objective
+from .lbfgs import guarded
 from .result import FitResult, restore, snapshot, theta_of
 
 
@@ -64,14 +64,9 @@ def fit_hyperparameters(model: SparseGP, max_evals: int, deadline: float | None 
             raise _Budget
         opt.zero_grad()
         state["evals"] += 1
-        try:
-            f = model.objective()
-            ok = bool(torch.isfinite(f))
-        except CholeskyError:
-            ok = False
-        if not ok:  # back the line search off
-            bad = abs(state["best_f"]) * 10 + 1e10 if math.isfinite(state["best_f"]) else 1e30
-            return torch.tensor(bad, dtype=params[0].dtype)
+        f = guarded(model.objective, state["best_f"], params[0].dtype)
+        if not f.requires_grad:  # failed evaluation: back the line search off
+            return f
         f.backward()
         fv = float(f.detach())
         if fv < state["best_f"]:

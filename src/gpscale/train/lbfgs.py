@@ -74,6 +74,20 @@ def fit_lbfgs(
     )
 
 
+def guarded(objective: Callable[[], torch.Tensor], best_f: float,
+            dtype: torch.dtype) -> torch.Tensor:
+    """``objective()``, or, when it is not finite or the covariance cannot be factorised,
+    a constant far above ``best_f`` (no gradient), so that a line search backs off."""
+    try:
+        f = objective()
+        if bool(torch.isfinite(f)):
+            return f
+    except CholeskyError:
+        pass
+    bad = abs(best_f) * 10 + 1e10 if math.isfinite(best_f) else 1e30
+    return torch.tensor(bad, dtype=dtype)
+
+
 def _perturb(model: nn.Module, gen: torch.Generator) -> None:
     for _, sub, desc in positive_params(model):
         raw = getattr(sub, desc.raw_name)
@@ -98,14 +112,9 @@ def _one_run(model, objective, params, max_iter, tol_grad, tol_change, history_s
     def closure():
         opt.zero_grad()
         state["n_evals"] += 1
-        try:
-            f = objective()
-            ok = bool(torch.isfinite(f))
-        except CholeskyError:
-            ok = False
-        if not ok:
-            bad = abs(state["best_f"]) * 10 + 1e10 if math.isfinite(state["best_f"]) else 1e30
-            return torch.tensor(bad, dtype=params[0].dtype)
+        f = guarded(objective, state["best_f"], params[0].dtype)
+        if not f.requires_grad:  # failed evaluation: a large value backs the search off
+            return f
         f.backward()
         fv = float(f.detach())
         if fv < state["best_f"]:

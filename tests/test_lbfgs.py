@@ -1,0 +1,43 @@
+import math
+
+import pytest
+import torch
+from torch import nn
+
+from gpscale.linalg import CholeskyError
+from gpscale.train.lbfgs import fit_lbfgs, guarded
+
+
+def test_guarded_turns_failures_into_a_large_constant():
+    x = torch.tensor(1.0, dtype=torch.float64, requires_grad=True)
+    ok = guarded(lambda: (x - 2) ** 2, 5.0, torch.float64)
+    assert ok.requires_grad and float(ok.detach()) == 1.0
+
+    def not_pd():
+        raise CholeskyError("not positive definite")
+
+    bad = guarded(not_pd, 5.0, torch.float64)
+    assert not bad.requires_grad and float(bad) == 5.0 * 10 + 1e10
+    nan = guarded(lambda: x * math.nan, math.inf, torch.float64)
+    assert not nan.requires_grad and float(nan) == 1e30
+
+
+class _Wall(nn.Module):
+    """(x − 3)², but the 'covariance' cannot be factorised beyond x = 1."""
+
+    def __init__(self):
+        super().__init__()
+        self.x = nn.Parameter(torch.tensor(0.0, dtype=torch.float64))
+
+    def nlml(self):
+        if float(self.x.detach()) > 1.0:
+            raise CholeskyError("not positive definite")
+        return (self.x - 3.0) ** 2
+
+
+def test_fit_lbfgs_backs_off_where_the_objective_fails():
+    model = _Wall()
+    res = fit_lbfgs(model, max_iter=50)
+    x = float(model.x.detach())
+    assert 0.5 < x <= 1.0  # it moved towards the wall and never kept a failed point
+    assert res.objective == pytest.approx((x - 3.0) ** 2)
