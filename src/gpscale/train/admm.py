@@ -18,12 +18,11 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from ..linalg import cg
-from ..linalg.lowrank import low_rank_inverse, pivoted_cholesky
 from ..models.exact import ExactGP
 from ..rng import as_generator
 from ..validation import as_matrix
 from .admm_core import ADMMOptions, HoldoutADMM
+from .admm_ops import solve_full
 from .admm_scale import calibrate_scale
 from .result import FitResult, theta_of
 
@@ -227,19 +226,7 @@ def cg_predict(
     if Xs.shape[1] != model.X.shape[1]:
         raise ValueError(f"X_new has {Xs.shape[1]} columns but the model was trained on "
                          f"{model.X.shape[1]}")
-    if isinstance(precond_rank, bool) or not isinstance(precond_rank, int) or precond_rank < 0:
-        raise ValueError(f"precond_rank must be an int >= 0, got {precond_rank!r}")
+    alpha, info = solve_full(model, tol, max_iter, precond_rank, block)
     with torch.no_grad():
-        s2 = model.noise.detach()
-        r = model.y - model.mean_constant.detach()
-
-        def matvec(V: torch.Tensor) -> torch.Tensor:
-            return model.kernel.matmul(model.X, model.X, V, block) + s2 * V
-
-        precond = None
-        if precond_rank > 0:
-            precond = low_rank_inverse(pivoted_cholesky(model.kernel, model.X, precond_rank), s2)
-
-        alpha, info = cg(matvec, r, precond=precond, tol=tol, max_iter=max_iter)
         mean = model.kernel.matmul(Xs, model.X, alpha, block) + model.mean_constant.detach()
     return (mean, info) if return_info else mean

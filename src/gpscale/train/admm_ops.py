@@ -10,6 +10,7 @@ import torch
 
 from ..kernels import Kernel
 from ..kernels.chunked import kernel_matmul
+from ..linalg import CGInfo, cg
 from ..linalg.lowrank import low_rank_inverse, pivoted_cholesky
 
 
@@ -68,3 +69,23 @@ class KernelOps:
         """C v = K_TT v + σ² v."""
         kv = self.KTT @ v if self.dense else self._mm(self.X_T, self.X_T, v)
         return kv + self.s2 * v
+
+
+def solve_full(model, tol: float = 1e-8, max_iter: int | None = None, precond_rank: int = 50,
+               block: int | None = None) -> tuple[torch.Tensor, CGInfo]:
+    """α = C⁻¹(y − m), C = K + σ²I on an ExactGP's full data, by CG preconditioned with
+    L Lᵀ + σ²I (L a rank-``precond_rank`` pivoted Cholesky factor of K, applied by
+    Woodbury; 0 = none). Products with K go over row blocks: O(n² · iterations) time,
+    O(n · block) memory, no O(n³) step."""
+    if isinstance(precond_rank, bool) or not isinstance(precond_rank, int) or precond_rank < 0:
+        raise ValueError(f"precond_rank must be an int >= 0, got {precond_rank!r}")
+    with torch.no_grad():
+        s2 = model.noise.detach()
+        r = model.y - model.mean_constant.detach()
+
+        def matvec(V: torch.Tensor) -> torch.Tensor:
+            return model.kernel.matmul(model.X, model.X, V, block) + s2 * V
+
+        precond = (low_rank_inverse(pivoted_cholesky(model.kernel, model.X, precond_rank), s2)
+                   if precond_rank > 0 else None)
+        return cg(matvec, r, precond=precond, tol=tol, max_iter=max_iter)

@@ -16,14 +16,11 @@ full data: O(n²) per CG iteration, no O(n³) step, no change to the CV loss.
 
 from __future__ import annotations
 
-import torch
-
 from ..kernels import Kernel, Scale
 from ..kernels.base import Product, Sum
 from ..kernels.stationary import Linear
-from ..linalg import cg
-from ..linalg.lowrank import low_rank_inverse, pivoted_cholesky
 from ..models.exact import ExactGP
+from .admm_ops import solve_full
 
 
 def scale_handles(kernel: Kernel) -> list[tuple[Kernel, str]] | None:
@@ -45,17 +42,9 @@ def ml_scale_factor(model: ExactGP, tol: float = 1e-8, max_iter: int | None = No
                     precond_rank: int = 50, block: int | None = None) -> float:
     """c = (y − m)ᵀ C⁻¹ (y − m) / n at the model's θ: multiplying every signal variance
     and σ² by c maximises the marginal likelihood over the overall scale."""
-    with torch.no_grad():
-        s2 = model.noise.detach()
-        r = model.y - model.mean_constant.detach()
-
-        def matvec(V: torch.Tensor) -> torch.Tensor:
-            return model.kernel.matmul(model.X, model.X, V, block) + s2 * V
-
-        precond = (low_rank_inverse(pivoted_cholesky(model.kernel, model.X, precond_rank), s2)
-                   if precond_rank > 0 else None)
-        alpha, _ = cg(matvec, r, precond=precond, tol=tol, max_iter=max_iter)
-        return float(r @ alpha) / r.shape[0]
+    alpha, _ = solve_full(model, tol, max_iter, precond_rank, block)
+    r = model.y - model.mean_constant.detach()
+    return float(r @ alpha) / r.shape[0]
 
 
 def calibrate_scale(model: ExactGP, **cg_options) -> float | None:
