@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 import dataclasses
 import inspect
-import math
 import os
 import secrets
 from collections.abc import Callable, Iterator
@@ -27,7 +26,7 @@ from .kernels import Kernel
 from .models import ExactGP
 from .preprocessing import Standardizer
 from .train import FitResult, fit_lbfgs
-from .validation import as_matrix, check_xy
+from .validation import as_matrix, check_positive, check_xy
 
 __all__ = ["fit", "load", "Predictor", "register_method", "METHODS", "Method",
            "register_model_io", "MODEL_IO", "ModelIO", "atomic_path", "FORMAT_VERSION"]
@@ -136,11 +135,7 @@ register_model_io(ExactGP, _exact_options, _exact_rebuild)
 
 
 # -- the "exact" method ---------------------------------------------------------------------
-def _check_positive(name: str, value: Any) -> float:
-    ok = isinstance(value, (int, float, np.number)) and not isinstance(value, bool)
-    if not ok or not (math.isfinite(float(value)) and value > 0):
-        raise ValueError(f"{name} must be a positive, finite number, got {value!r}")
-    return float(value)
+_check_positive = check_positive  # the name the method modules import
 
 
 def _check_int(name: str, value: Any, low: int) -> int:

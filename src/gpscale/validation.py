@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import math
+import numbers
+
 import numpy as np
 import torch
 
@@ -82,3 +85,14 @@ def _check_finite(T: torch.Tensor, name: str) -> None:
             f"{name} contains {int(bad.sum())} NaN/inf values (first at index "
             f"{idx}); drop or impute those rows before fitting"
         )
+
+
+def check_positive(name: str, value) -> float:
+    """``value`` as a float after checking it is a real number (or a one-element tensor),
+    finite and > 0; ValueError naming ``name`` otherwise."""
+    if isinstance(value, torch.Tensor) and value.numel() == 1:
+        value = float(value.detach())
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if not ok or not (math.isfinite(float(value)) and value > 0):
+        raise ValueError(f"{name} must be a positive, finite number, got {value!r}")
+    return float(value)

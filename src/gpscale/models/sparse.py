@@ -17,8 +17,6 @@ m = n equal the exact GP's NLML. Cost O(m²n) time, O(mn) memory; no n × n matr
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import Any
 
 import torch
@@ -28,7 +26,7 @@ from ..kernels import Kernel
 from ..linalg import robust_cholesky
 from ..linalg.pivchol import _check_pivots
 from ..params import LOG_2PI, Positive, summary
-from ..validation import as_test_inputs, check_xy
+from ..validation import as_test_inputs, check_positive, check_xy
 
 OBJECTIVES = ("vfe", "dtc")
 
@@ -64,10 +62,7 @@ class SparseGP(nn.Module):
         if objective not in OBJECTIVES:
             raise ValueError(f"objective must be 'vfe' or 'dtc', got {objective!r}")
         X, y = check_xy(X, y, dtype, device)
-        if isinstance(noise, bool) or not (
-                isinstance(noise, (numbers.Real, torch.Tensor)) and math.isfinite(float(noise))
-                and float(noise) > 0):
-            raise ValueError(f"noise must be a positive, finite number, got {noise!r}")
+        check_positive("noise", noise)
         self.kernel = kernel.to(dtype=dtype, device=X.device)
         self.noise = torch.tensor(float(noise), dtype=dtype)
         self.objective_kind = objective

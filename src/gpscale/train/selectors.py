@@ -20,6 +20,7 @@ from ..kernels import Kernel
 from ..linalg.lowrank import pivoted_cholesky
 from ..params import LOG_2PI
 from ..rng import as_generator
+from ..validation import check_positive
 
 #: residual variances below this (relative to the largest diagonal) count as zero
 TINY = 1e-12
@@ -35,10 +36,7 @@ def _check_m(n: int, m: int) -> int:
 
 
 def _noise(noise) -> float:
-    v = float(noise)
-    if not (v > 0 and math.isfinite(v)):
-        raise ValueError(f"noise must be a positive finite variance, got {noise!r}")
-    return v
+    return check_positive("noise", noise)
 
 
 def select_random(n: int, m: int, seed: int | torch.Generator = 0,

@@ -20,6 +20,7 @@ from ..features import FeatureMap
 from ..linalg import robust_cholesky
 from ..models import FeatureGP
 from ..params import LOG_2PI, positive_params
+from ..validation import check_positive
 from .minibatch import check_batch_size, make_generator, make_optimizer, run_minibatch
 from .result import FitResult
 from .weight_space import (
@@ -39,10 +40,7 @@ __all__ = ["fit_minimax", "fit_scgd", "fit_bsgd"]
 def _positive(name: str, value, allow_none: bool = False) -> float | None:
     if value is None and allow_none:
         return None
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok or not (math.isfinite(float(value)) and value > 0):
-        raise ValueError(f"{name} must be a positive, finite number, got {value!r}")
-    return float(value)
+    return check_positive(name, value)
 
 
 def _setup(X, y, features, noise, dtype, device) -> tuple[FeatureGP, list[torch.Tensor]]:

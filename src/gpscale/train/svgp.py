@@ -22,7 +22,7 @@ from ..kernels.feature import FeatureKernel
 from ..linalg import CholeskyError
 from ..models.feature import FeatureGP
 from ..models.svgp import SVGP
-from ..validation import check_xy
+from ..validation import check_positive, check_xy
 from .minibatch import check_batch_size, make_generator, make_optimizer, run_minibatch
 from .result import FitResult, theta_of
 
@@ -34,22 +34,13 @@ def exact_feature_nlml(features: FeatureMap, X: torch.Tensor, y: torch.Tensor, n
                        variance=1.0, chunk: int | None = None) -> float:
     """Exact NLML per point of the weight-space GP K = s² ΦΦᵀ + σ²I (s² = ``variance``;
     FeatureGP with weights="fixed" when s² = 1), from one streaming pass over X."""
-    noise, variance = _scalar(noise), _scalar(variance)
-    if not (math.isfinite(noise) and noise > 0):
-        raise ValueError(f"noise must be a positive, finite number, got {noise!r}")
-    if not (math.isfinite(variance) and variance > 0):
-        raise ValueError(f"variance must be a positive, finite number, got {variance!r}")
+    noise, variance = check_positive("noise", noise), check_positive("variance", variance)
     weights = "fixed" if variance == 1.0 else "scalar"
     model = FeatureGP(features, X, y, noise=noise, weights=weights, chunk=chunk,
                       dtype=X.dtype, device=X.device)
     if weights == "scalar":
         model.weight = torch.tensor([variance], dtype=X.dtype)
     return float(model.nlml()) / model.n
-
-
-def _scalar(v) -> float:
-    """A Python float from a number or a (possibly grad-requiring) one-element tensor."""
-    return float(v.detach()) if isinstance(v, torch.Tensor) else float(v)
 
 
 def _feature_parts(kernel: Kernel) -> tuple[FeatureMap, Callable[[], float]]:
@@ -95,8 +86,7 @@ def make_svgp(X, y, kernel: Kernel, num_inducing: int, noise: float = 0.1,
     if not isinstance(kernel, Kernel):
         raise ValueError(f"kernel must be a gpscale Kernel, got {type(kernel).__name__}")
     X, y = check_xy(X, y, dtype, device)
-    if not (isinstance(noise, (int, float)) and math.isfinite(noise) and noise > 0):
-        raise ValueError(f"noise must be a positive, finite number, got {noise!r}")
+    check_positive("noise", noise)
     Z = init_inducing(X, num_inducing, init, seed)
     model = SVGP(kernel, Z, num_data=X.shape[0], noise=noise, whiten=whiten, dtype=dtype,
                  device=X.device)
