@@ -59,9 +59,11 @@ def _dense(model, st):
     return KVT, C
 
 
-@pytest.mark.parametrize("memory", ["dense", "chunked"])
-def test_z_step_equals_dense_quadratic_minimiser(memory, device):
-    model, st = _state(memory=memory, device=device, cg_tol=1e-13, cg_max_iter=None)
+@pytest.mark.parametrize("memory,preconditioner", [
+    ("dense", "pivchol"), ("chunked", "pivchol"), ("dense", "grief"), ("chunked", "none")])
+def test_z_step_equals_dense_quadratic_minimiser(memory, preconditioner, device):
+    model, st = _state(memory=memory, device=device, cg_tol=1e-13, cg_max_iter=None,
+                       preconditioner=preconditioner, precond_rank=12)
     rho = st.opts.rho
     with torch.no_grad():
         KVT, C = _dense(model, st)
@@ -196,15 +198,16 @@ def test_dense_and_chunked_modes_take_the_same_path():
             b["theta"]["kernel.base.lengthscale"], rel=1e-6)
 
 
-@pytest.mark.parametrize("rank", [0, 30])
-def test_cg_predict_equals_cholesky_prediction(rank, device):
+@pytest.mark.parametrize("rank,preconditioner", [(0, "pivchol"), (30, "pivchol"),
+                                                   (30, "grief")])
+def test_cg_predict_equals_cholesky_prediction(rank, preconditioner, device):
     X, y = _data(80, 2, seed=6, device=device)
     model = ExactGP(make_kernel("rbf-ard", 2), X, y, noise=0.05, mean="constant")
     with torch.no_grad():
         model.mean_constant.fill_(0.3)
     Xs = torch.rand(13, 2, dtype=torch.float64, device=device) * 4
     mean, info = cg_predict(model, Xs, tol=1e-12, precond_rank=rank, block=11,
-                            return_info=True)
+                            return_info=True, preconditioner=preconditioner)
     torch.testing.assert_close(mean, model.predict(Xs)[0], rtol=1e-8, atol=1e-9)
     assert info.converged
 
@@ -224,6 +227,8 @@ def test_bad_input_names_the_argument():
         fit_admm_hocv(model, rhoo=5)
     with pytest.raises(ValueError, match="rho must be"):
         fit_admm_hocv(model, rho=-1.0)
+    with pytest.raises(ValueError, match="unknown preconditioner 'ilu'"):
+        fit_admm_hocv(model, preconditioner="ilu")
     with pytest.raises(ValueError, match="val_fraction"):
         fit_admm_hocv(model, val_fraction=1.5)
     with pytest.raises(ValueError, match="too few for k=15"):
@@ -373,3 +378,20 @@ def test_fit_records_the_scale_factor_and_keep_leaves_the_scale():
                                                     rel=1e-9)
     with pytest.raises(ValueError, match="scale must be"):
         fit_admm_hocv(keep, scale="auto")
+
+
+def test_the_preconditioner_changes_cg_work_not_the_admm_path():
+    """With tight CG tolerances every preconditioner gives the same iterates (and the
+    same ML scale factor at the end); only the CG iteration counts differ."""
+    X, y = _data(60, 2, seed=8)
+    runs = {}
+    for kind in ("pivchol", "grief", "none"):
+        model = ExactGP(make_kernel("rbf-ard", 2), X, y, noise=0.1)
+        runs[kind] = fit_admm_hocv(model, preconditioner=kind, precond_rank=25,
+                                   cg_tol=1e-12, cg_max_iter=None, max_iter=4, eps=1e-9)
+    ref = runs["none"].history
+    for kind in ("pivchol", "grief"):
+        for a, b in zip(runs[kind].history, ref):
+            assert a["cv_loss"] == pytest.approx(b["cv_loss"], rel=1e-6)
+        assert runs[kind].history[-1]["scale_factor"] == pytest.approx(
+            ref[-1]["scale_factor"], rel=1e-6)

@@ -117,16 +117,21 @@ def run_holdout(state: HoldoutADMM, max_iter: int, progress: bool = False,
 
 
 def finish(out: dict[str, Any], model: ExactGP, method: str, t0: float,
-           on_divergence: str, scale: str = "ml") -> FitResult:
+           on_divergence: str, scale: str = "ml", opts: ADMMOptions | None = None
+           ) -> FitResult:
     """FitResult from a run's dict; warn or raise on divergence (model keeps best θ).
 
     After a run that ended normally (converged or max_iter), ``scale="ml"`` sets the
     overall variance scale, which the CV loss cannot identify, to its maximum-likelihood
     value (:mod:`gpscale.train.admm_scale`); the factor goes into the last history row
-    as ``scale_factor`` (None: not applicable). Diverged or interrupted runs keep the
+    as ``scale_factor`` (None: not applicable); its CG solve uses ``opts``'s
+    preconditioner and tolerance. Diverged or interrupted runs keep the
     best θ exactly as it was."""
     if scale == "ml" and out["history"] and out["reason"] in ("converged", "max_iter"):
-        factor = calibrate_scale(model)
+        cg_options = ({} if opts is None else
+                      {"tol": opts.cg_tol, "preconditioner": opts.preconditioner,
+                       "precond_rank": opts.precond_rank, "block": opts.block})
+        factor = calibrate_scale(model, **cg_options)
         out["history"][-1] = {**out["history"][-1], "scale_factor": factor,
                               "theta_before_scale": out["history"][-1].get("theta")}
     result = FitResult(method=method, theta=theta_of(model), objective=out["cv_loss"],
@@ -186,7 +191,7 @@ def fit_admm_hocv(
                         model.y[idx_V], opts)
     state.init()
     out = run_holdout(state, opts.max_iter, progress, "GPCV-ADMM (hold-out)", t0)
-    return finish(out, model, "admm-hocv", t0, on_divergence, scale)
+    return finish(out, model, "admm-hocv", t0, on_divergence, scale, opts)
 
 
 #: method names for ``--method`` and the estimator
@@ -216,17 +221,20 @@ def cg_predict(
     precond_rank: int = 50,
     block: int | None = None,
     return_info: bool = False,
+    preconditioner: str = "pivchol",
 ):
     """Posterior mean K(X*, X) C⁻¹ (y − m) + m with C⁻¹(y − m) from preconditioned CG
-    (preconditioner L Lᵀ + σ²I, L a rank-``precond_rank`` pivoted Cholesky factor of K,
-    applied by Woodbury; 0 = no preconditioner). Products with K are chunked
+    (``preconditioner`` "pivchol": L Lᵀ + σ²I, L a rank-``precond_rank`` pivoted
+    Cholesky factor of K; "grief": s ΦΦᵀ + σ²I with p = ``precond_rank`` GRIEF
+    eigenfunctions, separable kernels only; both applied by Woodbury; "none" or rank 0:
+    plain CG; see :mod:`gpscale.models.precond`). Products with K are chunked
     (``block`` rows): O(n² · iterations) time, O(n · block) memory, no O(n³) step.
     With ``return_info`` also returns the :class:`~gpscale.linalg.CGInfo`."""
     Xs = as_matrix(X_new, "X_new", model.X.dtype, model.X.device)
     if Xs.shape[1] != model.X.shape[1]:
         raise ValueError(f"X_new has {Xs.shape[1]} columns but the model was trained on "
                          f"{model.X.shape[1]}")
-    alpha, info = solve_full(model, tol, max_iter, precond_rank, block)
+    alpha, info = solve_full(model, tol, max_iter, precond_rank, block, preconditioner)
     with torch.no_grad():
         mean = model.kernel.matmul(Xs, model.X, alpha, block) + model.mean_constant.detach()
     return (mean, info) if return_info else mean

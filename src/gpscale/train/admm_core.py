@@ -46,6 +46,7 @@ import torch
 from ..kernels.chunked import auto_block
 from ..linalg import cg
 from ..models.exact import ExactGP
+from ..models.precond import check_preconditioner
 from ..params import positive_params
 from .admm_ops import KernelOps, rank1_vjp
 
@@ -62,9 +63,11 @@ class ADMMOptions:
     eq. 12) or "lbfgs" (the same gradient scaled by an L-BFGS two-loop recursion whose
     curvature pairs persist across ADMM iterations; falls back to −g when it is not a
     descent direction); max_step: longest raw-space move of one step.
-    cg_tol / cg_max_iter: the z-step's CG (None = 10 n_T iterations); precond_rank:
-    rank of the pivoted-Cholesky factor L (K_TT ≈ L Lᵀ) whose P = L Lᵀ + σ²I ≈ C gives
-    the z-step preconditioner (2/ρ) P⁻² ≈ (ρ/2 C²)⁻¹ (Woodbury, O(n_T r²); 0 = none).
+    cg_tol / cg_max_iter: the z-step's CG (None = 10 n_T iterations); preconditioner
+    and precond_rank: an approximation P ≈ C of rank r (``"pivchol"``: pivoted
+    Cholesky of K_TT, O(n_T r²); ``"grief"``: r GRIEF eigenfunctions, separable kernels
+    only; ``"none"`` or r = 0: none; :mod:`gpscale.models.precond`), giving the z-step
+    preconditioner (2/ρ) P⁻² ≈ (ρ/2 C²)⁻¹ and the P⁻¹ of the z⁰ and λ⁰ solves.
     memory: "auto" | "dense" | "chunked"; dense_bytes: budget of the dense blocks.
     lam_init: "const" (λ⁰ = lam0 · 1, the paper) or "adjoint" (λ⁰ = 2 C⁻¹ K_VTᵀ(y_V −
     K_VT z⁰), the multiplier that makes ∇_z L = 0 at (θ⁰, z⁰): one extra CG solve).
@@ -92,6 +95,7 @@ class ADMMOptions:
     max_backtracks: int = 40
     cg_tol: float = 1e-8
     cg_max_iter: int | None = 500
+    preconditioner: str = "pivchol"
     precond_rank: int = 100
     memory: str = "auto"
     dense_bytes: int = 2**30
@@ -117,7 +121,8 @@ class ADMMOptions:
             raise ValueError(f"rho_dual must be positive (or None = rho), got {self.rho_dual!r}")
         if not math.isfinite(self.lam0):
             raise ValueError(f"lam0 must be finite, got {self.lam0!r}")
-        for name in ("max_iter", "theta_steps", "precond_rank"):
+        check_preconditioner(self.preconditioner, self.precond_rank)
+        for name in ("max_iter", "theta_steps"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {v!r}")
@@ -245,17 +250,21 @@ class HoldoutADMM:
         """z⁰ = C(θ⁰)⁻¹ y_T by CG (eq. 10), λ⁰ = lam0 · 1 (paper: all ones)."""
         ops = self._ops()
         if z0 is None:
-            z0, _ = cg(ops.c, self.y_T, precond=ops.c_inv_approx(self.opts.precond_rank),
-                       tol=self.opts.cg_tol, max_iter=self._cg_iters())
+            z0, _ = cg(ops.c, self.y_T, precond=self._c_inv(ops), tol=self.opts.cg_tol,
+                       max_iter=self._cg_iters())
         self.z = z0.clone()
         if lam0 is not None:
             self.lam = lam0.clone()
         elif self.opts.lam_init == "adjoint":  # ∇_z L = −2 K_VTᵀ e + C λ = 0 at r = 0
             rhs = 2.0 * ops.kvt_t(self.y_V - ops.kvt(self.z))
-            self.lam, _ = cg(ops.c, rhs, precond=ops.c_inv_approx(self.opts.precond_rank),
-                             tol=self.opts.cg_tol, max_iter=self._cg_iters())
+            self.lam, _ = cg(ops.c, rhs, precond=self._c_inv(ops), tol=self.opts.cg_tol,
+                             max_iter=self._cg_iters())
         else:
             self.lam = torch.full_like(self.y_T, self.opts.lam0)
+
+    def _c_inv(self, ops: KernelOps):
+        """P⁻¹ ≈ C⁻¹ (``preconditioner`` / ``precond_rank``), or None."""
+        return ops.c_inv_approx(self.opts.preconditioner, self.opts.precond_rank)
 
     def _cg_iters(self) -> int:
         n_T = self.y_T.shape[0]  # rounding spoils CG's n_T-step termination: allow more
@@ -331,13 +340,13 @@ class HoldoutADMM:
     def z_step(self) -> int:
         """(11b)/(13–14): solve (K_VTᵀK_VT + ρ/2 C²) z = K_VTᵀ y_V + ρ/2 C y_T − ½ C λ by
         CG warm-started at the current z, preconditioned by (2/ρ) P⁻² with P ≈ C (see
-        ``precond_rank``); returns the CG iterations used."""
+        ``preconditioner``); returns the CG iterations used."""
         ops, rho = self._ops(), self.rho
 
         def sigma(V: torch.Tensor) -> torch.Tensor:  # Σ V, columns at a time
             return ops.kvt_t(ops.kvt(V)) + 0.5 * rho * ops.c(ops.c(V))
 
-        pinv = ops.c_inv_approx(self.opts.precond_rank)
+        pinv = self._c_inv(ops)
         precond = None if pinv is None else (lambda R: (2.0 / rho) * pinv(pinv(R)))
         rhs = ops.kvt_t(self.y_V) + ops.c(0.5 * rho * self.y_T - 0.5 * self.lam)
         self.z, info = cg(sigma, rhs, precond=precond, x0=self.z, tol=self.opts.cg_tol,

@@ -11,7 +11,7 @@ import torch
 from ..kernels import Kernel
 from ..kernels.chunked import kernel_matmul
 from ..linalg import CGInfo, cg
-from ..linalg.lowrank import low_rank_inverse, pivoted_cholesky
+from ..models.precond import check_preconditioner, kernel_preconditioner
 
 
 def rank1_vjp(kernel: Kernel, X1: torch.Tensor, X2: torch.Tensor, a: torch.Tensor,
@@ -42,16 +42,16 @@ class KernelOps:
         with torch.no_grad():
             self.KVT = kernel(X_V, X_T) if dense else None
             self.KTT = kernel(X_T, X_T) if dense else None
-        self._pinv: dict[int, Callable[[torch.Tensor], torch.Tensor]] = {}
+        self._pinv: dict[tuple[str, int], Callable[[torch.Tensor], torch.Tensor] | None] = {}
 
-    def c_inv_approx(self, rank: int) -> Callable[[torch.Tensor], torch.Tensor] | None:
-        """P⁻¹ with P = L Lᵀ + σ²I ≈ C (rank-``rank`` pivoted Cholesky); None if rank 0."""
-        if rank <= 0:
-            return None
-        if rank not in self._pinv:
-            self._pinv[rank] = low_rank_inverse(
-                pivoted_cholesky(self.kernel, self.X_T, rank, K=self.KTT), self.s2)
-        return self._pinv[rank]
+    def c_inv_approx(self, kind: str, rank: int
+                     ) -> Callable[[torch.Tensor], torch.Tensor] | None:
+        """P⁻¹ for P ≈ C of the given kind and rank (:mod:`gpscale.models.precond`),
+        built once per θ; None for "none" or rank 0."""
+        if (kind, rank) not in self._pinv:
+            self._pinv[kind, rank] = kernel_preconditioner(
+                self.kernel, self.X_T, self.s2, kind, rank, K=self.KTT)
+        return self._pinv[kind, rank]
 
     def _mm(self, X1: torch.Tensor, X2: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
@@ -72,13 +72,13 @@ class KernelOps:
 
 
 def solve_full(model, tol: float = 1e-8, max_iter: int | None = None, precond_rank: int = 50,
-               block: int | None = None) -> tuple[torch.Tensor, CGInfo]:
-    """α = C⁻¹(y − m), C = K + σ²I on an ExactGP's full data, by CG preconditioned with
-    L Lᵀ + σ²I (L a rank-``precond_rank`` pivoted Cholesky factor of K, applied by
-    Woodbury; 0 = none). Products with K go over row blocks: O(n² · iterations) time,
-    O(n · block) memory, no O(n³) step."""
-    if isinstance(precond_rank, bool) or not isinstance(precond_rank, int) or precond_rank < 0:
-        raise ValueError(f"precond_rank must be an int >= 0, got {precond_rank!r}")
+               block: int | None = None, preconditioner: str = "pivchol",
+               ) -> tuple[torch.Tensor, CGInfo]:
+    """α = C⁻¹(y − m), C = K + σ²I on an ExactGP's full data, by CG with a
+    rank-``precond_rank`` preconditioner (``"pivchol"``: pivoted Cholesky, ``"grief"``:
+    GRIEF eigenfunctions, ``"none"``; see :mod:`gpscale.models.precond`). Products with
+    K go over row blocks: O(n² · iterations) time, O(n · block) memory, no O(n³) step."""
+    check_preconditioner(preconditioner, precond_rank)
     with torch.no_grad():
         s2 = model.noise.detach()
         r = model.y - model.mean_constant.detach()
@@ -86,6 +86,5 @@ def solve_full(model, tol: float = 1e-8, max_iter: int | None = None, precond_ra
         def matvec(V: torch.Tensor) -> torch.Tensor:
             return model.kernel.matmul(model.X, model.X, V, block) + s2 * V
 
-        precond = (low_rank_inverse(pivoted_cholesky(model.kernel, model.X, precond_rank), s2)
-                   if precond_rank > 0 else None)
+        precond = kernel_preconditioner(model.kernel, model.X, s2, preconditioner, precond_rank)
         return cg(matvec, r, precond=precond, tol=tol, max_iter=max_iter)

@@ -22,6 +22,7 @@ from ..features.grief import KERNELS_1D, GriefFeatures
 from ..kernels import RBF, Kernel, Matern, Scale
 from ..models import ExactGP, FeatureGP
 from ..models.grief import GriefIPosterior, OrthogonalGrief
+from ..models.precond import separable_form
 from ..validation import check_xy
 from .lbfgs import fit_lbfgs
 from .mcmc import MCMCResult, lognormal_from_mode_variance, mala
@@ -51,24 +52,6 @@ def separable_kernel(kernel: str, d: int, lengthscale: torch.Tensor | float = 1.
     return k
 
 
-def _lengthscales(kernel: Kernel) -> torch.Tensor:
-    """Lengthscales of an RBF-ARD kernel or of a product of 1-D Matérns, in column order."""
-    if isinstance(kernel, RBF):
-        return kernel.lengthscale.detach().reshape(-1)
-    parts: list[Kernel] = []
-
-    def walk(k):
-        if isinstance(k, Matern):
-            parts.append(k)
-        else:
-            for sub in k.kernels:
-                walk(sub)
-
-    walk(kernel)
-    parts.sort(key=lambda k: k.active_dims[0])
-    return torch.cat([k.lengthscale.detach().reshape(-1) for k in parts])
-
-
 def init_exact(
     X: torch.Tensor, y: torch.Tensor, kernel: str = "rbf", num_points: int = 1000,
     max_iter: int = 100, seed: int | None = 0,
@@ -87,7 +70,7 @@ def init_exact(
     model = ExactGP(Scale(separable_kernel(kernel, d, scale.cpu()), var_y), Xs, ys,
                     noise=0.1 * var_y, device=X.device)
     fit_lbfgs(model, max_iter=max_iter, method="exact-init")
-    return {"lengthscale": _lengthscales(model.kernel.base),
+    return {"lengthscale": separable_form(model.kernel.base, d)[1],
             "outputscale": model.kernel.outputscale.detach().reshape(()),
             "noise": model.noise.detach().reshape(())}
 
