@@ -27,7 +27,12 @@ from gpscale.linalg.kron import (
 from gpscale.models import FeatureGP
 from gpscale.models.grief import OrthogonalGrief, grief_preconditioner
 from gpscale.params import LOG_2PI
-from gpscale.train.grief import default_num_features, fit_grief_i, fit_grief_ii
+from gpscale.train.grief import (
+    default_num_features,
+    fit_grief_i,
+    fit_grief_ii,
+    set_best_scale_and_noise,
+)
 from gpscale.train.mcmc import effective_sample_size, lognormal_from_mode_variance, mala
 
 F64 = torch.float64
@@ -314,6 +319,66 @@ def test_grief_ii_improves_nlml_and_recovers_noise():
     model2, result2 = fit_grief_ii(X, y, p=40, init="exact", init_points=60, max_iter=30)
     assert result2.objective < start
     assert true_noise / 3 < float(model2.noise.detach()) < 3 * true_noise
+
+
+def _grief_problem(n=120, p=30, noise=0.05, seed=3):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.rand(n, 2, generator=g, dtype=F64) * 4 - 2
+    y = torch.sin(2 * X[:, 0]) + 0.1 * torch.randn(n, generator=g, dtype=F64)
+    f = GriefFeatures(X, num_features=p, lengthscale=[0.8, 1.2])
+    return FeatureGP(f, X, y, noise=noise, weights="scalar")
+
+
+def test_best_scale_and_noise_is_the_grid_minimum_of_the_dense_nlml():
+    """The O(p) grid values equal FeatureGP's NLML: the chosen point is the minimum
+    over the same grid evaluated with the model's own (O(p³)) NLML."""
+    model = _grief_problem(noise=1.0000001e-6)  # a degenerate start: σ² at its floor
+    with torch.no_grad():
+        start = float(model.nlml())
+    assert set_best_scale_and_noise(model, points=9)
+    with torch.no_grad():
+        best = float(model.nlml())
+    assert best < start - 1000.0  # from an interpolating start, a sane noise level
+    # the chosen point is the argmin over the grid, by brute force with the dense NLML
+    model.weight, model.noise = torch.full_like(model.weight, 1.0), 1.0000001e-6
+    y_var = float(model.y @ model.y) / model.n
+    values = {}
+    for s_ in torch.logspace(-2, 2, 9, dtype=F64).tolist():  # s₀ = 1
+        for n_ in torch.logspace(math.log10(1e-6 * 1.001), math.log10(y_var), 9,
+                                 dtype=F64).tolist():
+            model.weight, model.noise = torch.full_like(model.weight, s_), n_
+            with torch.no_grad():
+                values[s_, n_] = float(model.nlml())
+    assert min(values.values()) == pytest.approx(best, rel=1e-9)
+
+
+def test_best_scale_and_noise_keeps_a_good_start_and_respects_fixed_values():
+    model = _grief_problem()
+    with torch.no_grad():
+        before = float(model.nlml())
+    moved = set_best_scale_and_noise(model)
+    with torch.no_grad():
+        after = float(model.nlml())
+    assert after <= before + 1e-12 and (moved or after == before)
+    model = _grief_problem(noise=1.0000001e-6)
+    w0 = float(model.weight.detach()[0])
+    set_best_scale_and_noise(model, fix_scale=True)
+    assert float(model.weight.detach()[0]) == w0 and float(model.noise.detach()) > 1e-5
+    model = _grief_problem(noise=0.3)
+    set_best_scale_and_noise(model, fix_noise=True)
+    assert float(model.noise.detach()) == pytest.approx(0.3)
+
+
+def test_grief_ii_recovers_from_an_interpolating_initialisation():
+    """Breastcancer fold 7 in miniature: an initial σ² at its floor used to leave
+    L-BFGS stalled at −LML ≈ 10⁷; the rescaled start trains normally."""
+    model = _grief_problem()
+    X, y = model.X, model.y
+    _, stalled = fit_grief_ii(X, y, p=30, init="none", lengthscale=[0.8, 1.2],
+                              noise=1.0000001e-6, max_iter=30)  # σ² given: not rescaled
+    _, fixed = fit_grief_ii(X, y, p=30, init="none", lengthscale=[0.8, 1.2],
+                            max_iter=30, rescale_init=True)
+    assert fixed.objective < stalled.objective
 
 
 def test_bad_input_is_rejected():

@@ -17,6 +17,7 @@ from gpscale.kernels import (
     kernel_matmul,
     make_kernel,
 )
+from gpscale.params import FLOOR_MARGIN
 
 D64 = torch.float64
 
@@ -161,6 +162,12 @@ def test_positive_value_at_its_floor_round_trips():
     floor = type(k).lengthscale.floor
     assert k.lengthscale.item() == floor
     k.lengthscale = k.lengthscale.detach()  # e.g. copying fitted values into a new model
-    assert k.lengthscale.item() == floor and torch.isfinite(k.raw_lengthscale).all()
+    assert k.lengthscale.item() == pytest.approx(floor, rel=2 * FLOOR_MARGIN)
+    assert torch.isfinite(k.raw_lengthscale).all()
+    # stored a hair above the floor, the parameter still has a gradient: an optimiser
+    # can move it off again (at the floor itself the gradient was exactly zero)
+    k.raw_lengthscale.grad = None
+    k.lengthscale.sum().backward()
+    assert float(k.raw_lengthscale.grad) >= 0.5 * FLOOR_MARGIN * floor
     with pytest.raises(ValueError, match="greater than"):
         k.lengthscale = floor / 2

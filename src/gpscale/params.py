@@ -16,6 +16,8 @@ from torch import nn
 from torch.nn.functional import softplus
 
 DEFAULT_FLOOR = 1e-6
+#: a value set at the floor is stored as floor · (1 + FLOOR_MARGIN) (see Positive.__set__)
+FLOOR_MARGIN = 1e-3
 LOG_2PI = 1.8378770664093453  # log(2 pi)
 
 
@@ -59,8 +61,12 @@ class Positive:
                 f"{self.floor:g}; got {value.detach().cpu().numpy()!r}. "
                 "Pass a positive value (e.g. 1.0)."
             )
-        # a value read back at the floor (softplus underflowed) maps to a very negative raw
-        raw = inv_softplus((value - self.floor).clamp_min(1e-300))
+        # A value at the floor (or read back there after softplus underflowed) is stored
+        # a hair above it, where softplus still has a slope: at the floor itself raw
+        # would be −∞ (or −690 after clamping) and every gradient through it exactly 0,
+        # so no optimiser could ever move the parameter off the floor again.
+        margin = FLOOR_MARGIN * self.floor if self.floor > 0 else 1e-300
+        raw = inv_softplus((value - self.floor).clamp_min(margin))
         if existing is None:
             obj.register_parameter(self.raw_name, nn.Parameter(raw))
         else:

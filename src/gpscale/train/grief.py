@@ -88,6 +88,7 @@ def fit_grief_ii(
     noise: float | None = None,
     max_iter: int = 100,
     init_max_iter: int = 100,
+    rescale_init: bool = True,
     chunk: int | None = None,
     seed: int | None = 0,
     progress: bool = False,
@@ -100,7 +101,10 @@ def fit_grief_ii(
     (m = m̄ᵈ inducing points). ``init="exact"`` initialises (lengthscale, signal
     variance, σ²) by exact ML-II on min(n, ``init_points``) random points (the paper);
     ``init="none"`` starts from ``lengthscale``/``outputscale``/``noise`` (defaults
-    1, var(y), var(y)/10); explicit values override the exact initialisation. X and y
+    1, var(y), var(y)/10); explicit values override the exact initialisation.
+    ``rescale_init``: then move the signal variance and σ² (those not given
+    explicitly) to the best point of a log grid for the GRIEF model itself at the
+    initial lengthscales (:func:`set_best_scale_and_noise`; never worse). X and y
     are used as given (standardise them first, as ``gpscale.fit`` does). The
     result's ``wall_s`` includes the initialisation.
     """
@@ -134,10 +138,60 @@ def fit_grief_ii(
     model = FeatureGP(features, X, y, noise=float(theta["noise"]), weights="scalar",
                       chunk=chunk, dtype=dtype, device=X.device)
     model.weight = torch.full_like(model.weight, float(theta["outputscale"]))
+    if rescale_init and (outputscale is None or noise is None):
+        set_best_scale_and_noise(model, fix_scale=outputscale is not None,
+                                 fix_noise=noise is not None)
     result = fit_lbfgs(model, max_iter=max_iter, seed=seed, progress=progress,
                        method="grief-ii")
     result.wall_s = time.perf_counter() - t0
     return model, result
+
+
+def set_best_scale_and_noise(model: FeatureGP, fix_scale: bool = False,
+                             fix_noise: bool = False, points: int = 41) -> bool:
+    """Move a GRIEF-II model's signal variance s and σ² to the best point of a log
+    grid (s over [10⁻², 10²]·s₀, σ² from its floor to var(y)), the lengthscales fixed;
+    the current values are kept unless a grid point has a lower NLML. Each point costs
+    O(p) (§5's orthogonalised form) after one O(np²) statistics pass. Returns whether
+    it moved.
+
+    Why: the exact-GP initialisation on a subset can end at a degenerate optimum
+    (σ² at its floor, interpolating the subset). The GRIEF kernel, of rank p, cannot
+    interpolate, so there −LML is huge (10⁷ on breastcancer fold 7) and its gradient
+    in σ² so steep that L-BFGS's line search stalls at once."""
+    feats = model.features
+    trainable = [q for q in feats.parameters() if q.requires_grad]
+    for q in trainable:
+        q.requires_grad_(False)
+    try:
+        gram, proj, yy = model.statistics()
+    finally:
+        for q in trainable:
+            q.requires_grad_(True)
+    orth = OrthogonalGrief.from_statistics(gram, proj, yy, model.n, normalize=False)
+    dt, dev = gram.dtype, gram.device
+    s0, n0 = model.weight.detach().reshape(-1)[0], model.noise.detach().reshape(())
+    var_y = max(float(yy) / model.n, 1e-12)
+    floor = type(model).noise.floor
+    grid = torch.logspace(-2, 2, points, dtype=dt, device=dev)
+    s = (s0 * grid if not fix_scale else s0.reshape(1)).reshape(-1, 1, 1)
+    lo = math.log10(floor * (1 + 1e-3))
+    noise = (n0.reshape(1) if fix_noise else torch.logspace(
+        lo, math.log10(var_y), points, dtype=dt, device=dev)).reshape(1, -1, 1)
+    s = torch.cat([s0.reshape(1, 1, 1), s], 0)  # the current values compete too
+    noise = torch.cat([n0.reshape(1, 1, 1), noise], 1)
+    D = noise + s * orth.sv2  # (S, N, p̃): Dᵢ = σ² + s σ̃ᵢ² (W = s I, rotated basis)
+    m = orth.n - orth.rank
+    value = 0.5 * (orth.resid / noise[..., 0] + (orth.c / D).sum(-1)
+                   + torch.log(D).sum(-1) + m * torch.log(noise[..., 0]))
+    value = torch.where(torch.isfinite(value), value, torch.full_like(value, math.inf))
+    best = int(torch.argmin(value))
+    i, j = divmod(best, value.shape[1])
+    if best == 0 or not value.reshape(-1)[best] < value[0, 0]:
+        return False
+    model.weight = torch.full_like(model.weight, float(s[i, 0, 0]))
+    model.noise = float(noise[0, j, 0])
+    return True
 
 
 def fit_grief_i(
