@@ -41,3 +41,33 @@ def test_scaling_bench_on_tiny_synthetic_sets(tmp_path, capsys):
     assert summary["summary"] is True and summary["n_max"] == 80
     assert summary["slope_admm_synthetic"] is None  # no n >= 1000: no fit
     assert math.isfinite(summary["admm_iter_s_at_80_synthetic"])
+
+
+def test_holdout_cv_reference_minimises_the_dense_cv_loss():
+    from gpscale.bench.admm_scaling import _rbf_ard, holdout_cv_reference
+    from gpscale.train.admm import holdout_split
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(80, 2, generator=g, dtype=torch.float64) * 4
+    y = torch.sin(X.sum(1)) + 0.1 * torch.randn(80, generator=g, dtype=torch.float64)
+    model = _rbf_ard(X, y)
+    iT, iV = holdout_split(80, 0.5, 0)
+
+    def cv(m):
+        with torch.no_grad():
+            C = m.kernel(X[iT]) + m.noise * torch.eye(len(iT), dtype=torch.float64)
+            e = y[iV] - m.kernel(X[iV], X[iT]) @ torch.linalg.solve(C, y[iT])
+            return float(e @ e) / len(iV)
+
+    def cv_grad(m):  # gradient of the dense CV loss in the raw parameters
+        params = [q for q in m.parameters() if q.requires_grad]
+        C = m.kernel(X[iT]) + m.noise * torch.eye(len(iT), dtype=torch.float64)
+        e = y[iV] - m.kernel(X[iV], X[iT]) @ torch.linalg.solve(C, y[iT])
+        return torch.cat([g.reshape(-1) for g in torch.autograd.grad(e @ e, params)])
+
+    start, g0 = cv(model), cv_grad(model).norm()
+    out = holdout_cv_reference(model, seed=0)
+    assert out["cv_loss"] < 0.8 * start
+    assert cv_grad(model).norm() < 1e-4 * g0  # a stationary point of the CV loss
+    # the ML rescaling afterwards leaves the CV loss (a function of the mean) unchanged
+    assert cv(model) == pytest.approx(out["cv_loss"], rel=1e-6)

@@ -240,6 +240,46 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
 }
 
 
+def holdout_cv_reference(model: ExactGP, val_fraction: float = 0.5, seed: int = 0,
+                         max_iter: int = 200) -> dict[str, Any]:
+    """The point hold-out GPCV-ADMM converges to, found directly: L-BFGS on the dense
+    hold-out CV loss ‖y_V − K_VT C⁻¹ y_T‖²/n_V (autograd through a Cholesky of C,
+    O(n_T³) per evaluation — a reference, not a method), on the same seeded split as
+    ``fit_admm_hocv``, then the overall scale set to its ML value as ADMM does.
+    Trains ``model`` in place; returns wall time, evaluations and the CV loss."""
+    from ..linalg import robust_cholesky
+    from ..train.admm_scale import calibrate_scale
+
+    iT, iV = holdout_split(model.n, val_fraction, seed)
+    X_T, y_T, X_V, y_V = model.X[iT], model.y[iT], model.X[iV], model.y[iV]
+    params = [q for q in model.parameters() if q.requires_grad]
+    opt = torch.optim.LBFGS(params, lr=1.0, max_iter=max_iter, history_size=20,
+                            line_search_fn="strong_wolfe", tolerance_grad=1e-9,
+                            tolerance_change=1e-12)
+    evals = 0
+
+    def cv_loss() -> torch.Tensor:
+        C = model.kernel(X_T) + torch.diag_embed(model.noise.expand(X_T.shape[0]))
+        z = torch.cholesky_solve(y_T[:, None], robust_cholesky(C))[:, 0]
+        e = y_V - model.kernel(X_V, X_T) @ z
+        return e @ e / e.shape[0]
+
+    def closure():
+        nonlocal evals
+        evals += 1
+        opt.zero_grad()
+        loss = cv_loss()
+        loss.backward()
+        return loss
+
+    t0 = time.perf_counter()
+    opt.step(closure)
+    with torch.no_grad():
+        cv = float(cv_loss())
+    calibrate_scale(model)
+    return {"fit_s": time.perf_counter() - t0, "iters": evals, "cv_loss": cv}
+
+
 def _quality_arguments(p) -> None:
     p.add_argument("--n", type=int, default=None,
                    help="kin40k training rows (default 8000; --quick 500)")
@@ -288,6 +328,11 @@ def run_quality(args, rec) -> None:
                                **_metrics(split, model, Xs, ys), fit_s=res.wall_s,
                                iters=len(res.history), reason=res.reason,
                                noise=float(model.noise.detach()))
+    model = _rbf_ard(X, y)
+    ref = holdout_cv_reference(model, seed=0)
+    ref_row = rec.record(kind="reference", method="hold-out CV optimum (dense, O(n³))", n=n,
+               **_metrics(split, model, Xs, ys), **ref, reason="L-BFGS",
+               noise=float(model.noise.detach()))
     for name in variants:
         kind, opts = VARIANTS[name]
         model = _rbf_ard(X, y)
@@ -312,7 +357,8 @@ def run_quality(args, rec) -> None:
                 exact_s=ex["fit_s"], best_variant=best,
                 admm_rmse=admm[best]["rmse"] if best else None,
                 admm_nlpd=admm[best]["nlpd"] if best else None,
-                admm_s=admm[best]["fit_s"] if best else None)
+                admm_s=admm[best]["fit_s"] if best else None,
+                cv_reference_rmse=ref_row["rmse"])
     if best:
         rec.target("admm_rmse_over_exact", admm[best]["rmse"] / ex["rmse"], 1.05,
                    what=f"test RMSE of {best} / exact ML-II's, kin40k n={n}")
@@ -325,6 +371,10 @@ def run_quality(args, rec) -> None:
              f"iterations, stop on ‖Δθ‖ < {args.eps:g}; 'paper' = ρ = 5, λ⁰ = 1; "
              "'adaptive ρ' = residual balancing (μ = 2, τ = 2) with the adjoint λ⁰. "
              f"Exact: L-BFGS, at most {exact_iters} iterations.")
+    rec.note("The 'hold-out CV optimum' row is the fixed point hold-out ADMM aims at, found "
+             "directly by L-BFGS on the dense CV loss of the same ½ split (Cholesky, O(n³) "
+             "per evaluation, then the ML scale): it separates the criterion's own test "
+             "error from ADMM's convergence. It is a reference, not a competitor.")
     rec.note("Test metrics of every method use the Cholesky predictor (mean and variance, "
              "for NLPD), outside the timed fit; cg_predict_s is the O(n²) CG mean a "
              "user of ADMM would compute instead. A CV loss does not identify the signal "
@@ -334,7 +384,7 @@ def run_quality(args, rec) -> None:
 
 def _quality_plot(fig, records: list[dict], summary: dict) -> None:
     axes = fig.subplots(1, 2)
-    fits = [r for r in records if r.get("kind") == "fit" and r["fit_s"] > 0]
+    fits = [r for r in records if r.get("kind") in ("fit", "reference") and r["fit_s"] > 0]
     names = [r["method"] for r in fits]
     axes[0].barh(names, [r["rmse"] for r in fits], color=[f"C{i}" for i in range(len(fits))])
     axes[0].set(xlabel="test RMSE", title=f"kin40k, n = {summary.get('n')}")

@@ -255,12 +255,19 @@ class HoldoutADMM:
         self.z = z0.clone()
         if lam0 is not None:
             self.lam = lam0.clone()
-        elif self.opts.lam_init == "adjoint":  # ∇_z L = −2 K_VTᵀ e + C λ = 0 at r = 0
-            rhs = 2.0 * ops.kvt_t(self.y_V - ops.kvt(self.z))
-            self.lam, _ = cg(ops.c, rhs, precond=self._c_inv(ops), tol=self.opts.cg_tol,
-                             max_iter=self._cg_iters())
+        elif self.opts.lam_init == "adjoint":
+            self.lam = self.adjoint_multiplier()
         else:
             self.lam = torch.full_like(self.y_T, self.opts.lam0)
+
+    def adjoint_multiplier(self) -> torch.Tensor:
+        """λ = 2 C⁻¹ K_VTᵀ(y_V − K_VT z), the multiplier with ∇_z L_ρ = 0 when the
+        constraint holds (then ∇_θ L_ρ is the CV-loss gradient): one CG solve."""
+        ops = self._ops()
+        rhs = 2.0 * ops.kvt_t(self.y_V - ops.kvt(self.z))
+        lam, _ = cg(ops.c, rhs, precond=self._c_inv(ops), x0=self.lam, tol=self.opts.cg_tol,
+                    max_iter=self._cg_iters())
+        return lam
 
     def _c_inv(self, ops: KernelOps):
         """P⁻¹ ≈ C⁻¹ (``preconditioner`` / ``precond_rank``), or None."""
