@@ -395,3 +395,22 @@ def test_the_preconditioner_changes_cg_work_not_the_admm_path():
             assert a["cv_loss"] == pytest.approx(b["cv_loss"], rel=1e-6)
         assert runs[kind].history[-1]["scale_factor"] == pytest.approx(
             ref[-1]["scale_factor"], rel=1e-6)
+
+
+def test_scale_solve_options_and_the_second_order_error_they_rely_on():
+    from gpscale.linalg import cg
+    from gpscale.train.admm import scale_cg_options
+
+    o = make_options(preconditioner="grief", precond_rank=100, cg_tol=1e-10)
+    assert scale_cg_options(o, 8000) == {"tol": 1e-6, "preconditioner": "grief",
+                                         "precond_rank": 1000, "block": None}
+    assert scale_cg_options(o, 300)["precond_rank"] == 300
+    assert scale_cg_options(make_options(preconditioner="none"), 8000)["precond_rank"] == 0
+    # CG from x₀ = 0 underestimates yᵀC⁻¹y by exactly ‖x* − x_k‖²_C (Galerkin condition)
+    X, y = _data(60, 2, seed=9)
+    C = make_kernel("rbf-ard", 2)(X).detach() + 1e-3 * torch.eye(60, dtype=torch.float64)
+    x_star = torch.linalg.solve(C, y)
+    for k in (3, 8):
+        x_k, _ = cg(lambda v: C @ v, y, tol=1e-300, max_iter=k)
+        e = x_star - x_k
+        assert float(y @ x_star - y @ x_k) == pytest.approx(float(e @ C @ e), rel=1e-6)
