@@ -127,7 +127,6 @@ def run(args, rec) -> None:
                                    total_s=setup_s + solve_s)
                         if n == max(sizes) and r in (0, max(ranks)):
                             summary[f"iters_{kind}_{name}_{noise_label}"] = info.iterations
-            del K
     rec.summary(**summary)
     rec.note("θ (RBF-ARD lengthscales, signal variance, σ²) from exact ML-II on 1000 "
              "random training rows of fold 0 (standardised); CG on the dense C = K + σ²I; "

@@ -120,14 +120,13 @@ def run_holdout(state: HoldoutADMM, max_iter: int, progress: bool = False,
 SCALE_PRECOND_RANK = 1000
 
 
-def scale_cg_options(opts: ADMMOptions | None, n: int) -> dict[str, Any]:
+def scale_cg_options(opts: ADMMOptions, n: int) -> dict[str, Any]:
     """CG settings of the ML-scale solve after a run: ``opts``'s preconditioner kind
     at rank ≥ min(1000, n) (one solve on all n points, where σ² is often near its
     floor: on kin40k n = 8000 rank 100 took 184 s, rank 1000 72 s), and a relative
-    residual of at most 1e-6 — enough, since the factor yᵀC⁻¹y/n from CG started at 0
-    is off by exactly ‖e‖²_C, second order in the error."""
-    if opts is None:
-        return {}
+    residual of 1e-6 (``cg_tol`` when that is looser) — enough, since the factor
+    yᵀC⁻¹y/n from CG started at 0 is off by exactly ‖e‖²_C, second order in the
+    error."""
     rank = 0 if opts.preconditioner == "none" else max(opts.precond_rank,
                                                        min(SCALE_PRECOND_RANK, n))
     return {"tol": max(opts.cg_tol, 1e-6), "preconditioner": opts.preconditioner,
@@ -135,8 +134,7 @@ def scale_cg_options(opts: ADMMOptions | None, n: int) -> dict[str, Any]:
 
 
 def finish(out: dict[str, Any], model: ExactGP, method: str, t0: float,
-           on_divergence: str, scale: str = "ml", opts: ADMMOptions | None = None
-           ) -> FitResult:
+           on_divergence: str, scale: str, opts: ADMMOptions) -> FitResult:
     """FitResult from a run's dict; warn or raise on divergence (model keeps best θ).
 
     After a run that ended normally (converged or max_iter), ``scale="ml"`` sets the

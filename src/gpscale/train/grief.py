@@ -187,7 +187,7 @@ def set_best_scale_and_noise(model: FeatureGP, fix_scale: bool = False,
     value = torch.where(torch.isfinite(value), value, torch.full_like(value, math.inf))
     best = int(torch.argmin(value))
     i, j = divmod(best, value.shape[1])
-    if best == 0 or not value.reshape(-1)[best] < value[0, 0]:
+    if not value.reshape(-1)[best] < value[0, 0]:  # the start (index 0) is not beaten
         return False
     model.weight = torch.full_like(model.weight, float(s[i, 0, 0]))
     model.noise = float(noise[0, j, 0])
