@@ -92,11 +92,13 @@ def test_psd(kind):
     assert torch.linalg.eigvalsh(K).min() >= -1e-10
 
 
-@settings(max_examples=25, deadline=None)
-@given(n1=st.integers(1, 12), n2=st.integers(1, 12), F=st.integers(1, 10),
-       seed=st.integers(0, 10_000), frac=st.booleans())
-def test_min_sum_paths_and_chunking(n1, n2, F, seed, frac):
-    A, B = _counts(n1, F, seed), _counts(n2, F, seed + 7)
+@settings(max_examples=40, deadline=None)
+@given(n1=st.integers(1, 12), n2=st.integers(1, 12), F=st.integers(1, 30),
+       seed=st.integers(0, 10_000), frac=st.booleans(), p0=st.sampled_from([0.6, 0.95]))
+def test_min_sum_paths_and_chunking(n1, n2, F, seed, frac, p0):
+    # p0 = 0.95: sparse rows, so the joint support of the two inputs is a strict (often
+    # empty) subset of the columns, as for fingerprints
+    A, B = _counts(n1, F, seed, p0=p0), _counts(n2, F, seed + 7, p0=p0)
     if frac:  # non-integer: broadcast path
         A, B = A * 0.37, B * 1.3
     ref = np.minimum(A[:, None, :], B[None]).sum(-1)
@@ -105,6 +107,17 @@ def test_min_sum_paths_and_chunking(n1, n2, F, seed, frac):
         np.testing.assert_allclose(min_sum(tA, tB, budget).numpy(), ref, rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(Tanimoto(budget=1)(tA, tB).numpy(),
                                Tanimoto()(tA, tB).numpy(), rtol=1e-14, atol=0)
+
+
+def test_min_sum_on_disjoint_and_partial_supports():
+    A = torch.tensor([[1.0, 2.0, 0.0, 0.0], [0.0, 3.0, 0.0, 0.0]])
+    B = torch.tensor([[0.0, 0.0, 4.0, 1.0]])  # no column in common with A
+    assert torch.equal(min_sum(A, B), torch.zeros(2, 1, dtype=A.dtype))
+    torch.testing.assert_close(Tanimoto()(A, B), torch.zeros(2, 1, dtype=A.dtype))
+    C = torch.tensor([[5.0, 1.0, 0.0, 7.0]])  # shares columns 0 and 1 with A only
+    torch.testing.assert_close(min_sum(A, C), torch.tensor([[2.0], [1.0]], dtype=A.dtype))
+    # the column maxima a caller passes in give the same answer
+    torch.testing.assert_close(min_sum(A, C, colmax=(A.amax(0), C.amax(0))), min_sum(A, C))
 
 
 def test_integer_path_equals_broadcast_on_large_counts():
@@ -137,6 +150,13 @@ def test_errors():
         Hamming()(torch.tensor([[1.0, 0.5]]))
     with pytest.raises(ValueError, match="equal length"):
         Hamming()(torch.zeros(2, 3), torch.zeros(2, 4))
+    ok = torch.ones(2, 2)
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        for k in (Tanimoto(), Intersection(), TanimotoDot()):
+            with pytest.raises(ValueError, match="NaN or inf"):
+                k(torch.tensor([[1.0, bad]]), ok)
+            with pytest.raises(ValueError, match="NaN or inf"):
+                k(ok, torch.tensor([[bad, 0.0]]))
     with pytest.raises(ValueError, match="budget"):
         Tanimoto(budget=0)
     with pytest.raises(ValueError, match="variances"):
@@ -183,7 +203,8 @@ def test_broadcast_blocks_respect_budget(monkeypatch):
 
     def spy(a, b):
         out = real(a, b)
-        seen.append(out.numel() * out.element_size())
+        if out.dim() == 3:  # a block of the n1 x n2 x F broadcast
+            seen.append(out.numel() * out.element_size())
         return out
 
     monkeypatch.setattr(torch, "minimum", spy)

@@ -41,27 +41,40 @@ class _Budgeted(Kernel):
         return {} if self.budget == DEFAULT_BUDGET else {"budget": self.budget}
 
 
-def _check_nonneg(X: torch.Tensor, who: str) -> None:
+def _check_nonneg(X: torch.Tensor, who: str) -> torch.Tensor:
+    """Validate non-negative finite features (n, F); return the column maxima (F,).
+    Two cheap reductions (max and min propagate NaN), no boolean n x F temporaries."""
     if X.dim() != 2:
         raise ValueError(f"{who} expects a 2-D tensor of features (n, F); got shape "
                          f"{tuple(X.shape)}")
-    if not torch.isfinite(X).all():
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        return torch.zeros(X.shape[1], dtype=X.dtype, device=X.device)
+    hi, lo = X.amax(0), X.min()
+    if not (torch.isfinite(hi).all() and torch.isfinite(lo)):
         raise ValueError(f"{who} inputs contain NaN or inf")
-    if (X < 0).any():
+    if (lo < 0).any():
         raise ValueError(f"{who} needs non-negative counts or histograms; the inputs have "
                          "negative entries")
+    return hi
 
 
 def _rows_per_block(n2: int, F: int, itemsize: int, budget: int) -> int:
     return max(1, budget // max(1, n2 * F * itemsize))
 
 
-def min_sum(X1: torch.Tensor, X2: torch.Tensor, budget: int = DEFAULT_BUDGET) -> torch.Tensor:
+def min_sum(X1: torch.Tensor, X2: torch.Tensor, budget: int = DEFAULT_BUDGET,
+            colmax: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
     """S_ij = Σ_f min(X1_if, X2_jf) for non-negative rows, without an n1 x n2 x F tensor.
 
+    Only the columns where both inputs have a non-zero entry contribute (min(a, 0) = 0),
+    so the work is over that joint support: a kernel column K[:, j] of sparse
+    fingerprints touches the few dozen features of molecule j, not all F.
+    ``colmax``: the column maxima of X1 and X2 when the caller has them (from
+    :func:`_check_nonneg`).
+
     Integer counts (max ≤ :data:`MAX_THRESHOLDS`) use min(a, b) = Σ_{t≥1} [a ≥ t][b ≥ t],
-    i.e. one indicator matmul per threshold t over only the columns where some count
-    reaches t (sparse fingerprints have few columns above 1); each product is an exact
+    i.e. one indicator matmul per threshold t over only the columns where both inputs
+    reach t (sparse fingerprints have few columns above 1); each product is an exact
     integer, computed in float32 when F < 2²⁴ and accumulated in the input dtype.
     Other inputs are reduced by broadcasting over row blocks within ``budget`` bytes.
     """
@@ -70,19 +83,27 @@ def min_sum(X1: torch.Tensor, X2: torch.Tensor, budget: int = DEFAULT_BUDGET) ->
     out = torch.zeros(n1, n2, dtype=X1.dtype, device=X1.device)
     if n1 == 0 or n2 == 0 or F == 0:
         return out
-    top = float(torch.maximum(X1.max(), X2.max()))
+    c1, c2 = colmax if colmax is not None else (X1.amax(0), X2.amax(0))
+    both = torch.minimum(c1, c2)  # column f contributes only where both maxima are > 0
+    cols = torch.nonzero(both > 0).flatten()
+    if cols.numel() == 0:
+        return out
+    both = both[cols]
+    if cols.numel() < F:
+        X1, X2 = X1[:, cols], X2[:, cols]
+    F = cols.numel()
+    top = float(both.max())
     integer = bool((X1 == X1.round()).all() and (X2 == X2.round()).all())
     if integer and top <= MAX_THRESHOLDS:
         exact32 = F < 2**24 and torch.get_float32_matmul_precision() == "highest"
         work = torch.float32 if exact32 else X1.dtype  # TF32 would round the counts
-        colmax = torch.maximum(X1.max(0).values, X2.max(0).values)
         for t in range(1, int(top) + 1):
-            cols = torch.nonzero(colmax >= t).flatten()
-            if cols.numel() == 0:
+            sel = torch.nonzero(both >= t).flatten()
+            if sel.numel() == 0:
                 break
-            A = (X1[:, cols] >= t).to(work)
-            B = (X2[:, cols] >= t).to(work)
-            out += (A @ B.mT).to(X1.dtype)
+            A = (X1[:, sel] >= t).to(work)
+            B = (X2[:, sel] >= t).to(work)
+            out += (A @ B.mT).to(out.dtype)
         return out
     rows = _rows_per_block(n2, F, X1.element_size(), budget)
     for s in range(0, n1, rows):
@@ -101,9 +122,8 @@ class Tanimoto(_Budgeted):
     """
 
     def _k(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
-        _check_nonneg(X1, "Tanimoto")
-        _check_nonneg(X2, "Tanimoto")
-        mins = min_sum(X1, X2, self.budget)
+        colmax = _check_nonneg(X1, "Tanimoto"), _check_nonneg(X2, "Tanimoto")
+        mins = min_sum(X1, X2, self.budget, colmax)
         maxs = X1.sum(1)[:, None] + X2.sum(1)[None, :] - mins
         empty = maxs <= 0
         return torch.where(empty, 1.0, mins / torch.where(empty, 1.0, maxs))
@@ -140,9 +160,8 @@ class Intersection(_Budgeted):
     """
 
     def _k(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
-        _check_nonneg(X1, "Intersection")
-        _check_nonneg(X2, "Intersection")
-        return min_sum(X1, X2, self.budget)
+        colmax = _check_nonneg(X1, "Intersection"), _check_nonneg(X2, "Intersection")
+        return min_sum(X1, X2, self.budget, colmax)
 
     def _diag(self, X: torch.Tensor) -> torch.Tensor:
         return X.sum(1)
