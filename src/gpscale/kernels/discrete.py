@@ -15,30 +15,68 @@ sums and per-camera histogram kernels) are ``Scale(k1) + Scale(k2) + ...``;
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from ..params import Positive
 from .base import Kernel, Scale, Sum
+from .memo import InputMemo
 
 #: default bytes for one block of an n1 x n2 x F broadcast
 DEFAULT_BUDGET = 64 * 2**20
 #: integer-valued inputs with counts up to this use the threshold-matmul path of min_sum
 MAX_THRESHOLDS = 256
+#: the largest kernel block (entries) whose parameter-free reduction is cached: n x m
+#: blocks of a sparse GP, not the n x n matrix of a large exact GP
+MAX_CACHED_BLOCK = 2**24
 
 
 class _Budgeted(Kernel):
-    """A kernel whose pairwise reduction is blocked to ``budget`` bytes."""
+    """A kernel whose pairwise reduction is blocked to ``budget`` bytes.
+
+    Subclasses split the work into ``_reduce(X1, X2)``, which depends on no parameter
+    and is the expensive part, and ``_finish(R)``, which applies the parameters and
+    returns a new tensor. ``forward`` caches the last reduction per pair of input
+    tensors (:class:`~gpscale.kernels.memo.InputMemo`): re-evaluating K(X, Z) with new
+    hyperparameters costs only ``_finish``. Subclasses may also cache per-input
+    statistics of the first argument (the training set in every caller here).
+    """
 
     def __init__(self, budget: int = DEFAULT_BUDGET, active_dims: list[int] | None = None):
         super().__init__(active_dims)
         if int(budget) < 1:
             raise ValueError(f"budget must be a positive number of bytes, got {budget}")
         self.budget = int(budget)
+        self._pair_memo = InputMemo(max_numel=MAX_CACHED_BLOCK)
+        self._input_memo = InputMemo()
 
     def _config_args(self) -> dict[str, Any]:
         return {} if self.budget == DEFAULT_BUDGET else {"budget": self.budget}
+
+    def clear_cache(self) -> None:
+        """Forget cached reductions (needed only after writes to an input that bypass
+        PyTorch's version counter: ``tensor.data``, or a NumPy array sharing memory)."""
+        self._pair_memo.clear()
+        self._input_memo.clear()
+
+    def forward(self, X1: torch.Tensor, X2: torch.Tensor | None = None) -> torch.Tensor:
+        X2 = X1 if X2 is None else X2
+        R = self._pair_memo.get((X1, X2), lambda: self._reduce_raw(X1, X2))
+        return self._finish(R)
+
+    def _reduce_raw(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
+        return self._reduce(self._cols(X1), self._cols(X2))
+
+    def _k(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
+        return self._finish(self._reduce(X1, X2))
+
+    def _reduce(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def _finish(self, R: torch.Tensor) -> torch.Tensor:
+        return R.clone()  # the caller owns the result (Kernel contract)
 
 
 def _check_nonneg(X: torch.Tensor, who: str) -> torch.Tensor:
@@ -58,19 +96,41 @@ def _check_nonneg(X: torch.Tensor, who: str) -> torch.Tensor:
     return hi
 
 
+@dataclass
+class Counts:
+    """Validated non-negative features with the reductions :func:`min_sum` needs:
+    column maxima, row sums, whether all entries are integers, and (optionally) a
+    column-major copy for fast gathers of a few columns."""
+
+    X: torch.Tensor
+    colmax: torch.Tensor
+    rowsum: torch.Tensor
+    integer: bool
+    Xt: torch.Tensor | None = None
+
+    @classmethod
+    def of(cls, X: torch.Tensor, who: str, transposed: bool = False) -> Counts:
+        colmax = _check_nonneg(X, who)
+        return cls(X, colmax, X.sum(1), bool((X == X.round()).all()),
+                   X.mT.contiguous() if transposed else None)
+
+    def columns(self, cols: torch.Tensor) -> torch.Tensor:
+        """X[:, cols] (n x len(cols))."""
+        return self.Xt[cols].mT if self.Xt is not None else self.X[:, cols]
+
+
 def _rows_per_block(n2: int, F: int, itemsize: int, budget: int) -> int:
     return max(1, budget // max(1, n2 * F * itemsize))
 
 
-def min_sum(X1: torch.Tensor, X2: torch.Tensor, budget: int = DEFAULT_BUDGET,
-            colmax: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+def min_sum(X1: torch.Tensor | Counts, X2: torch.Tensor | Counts,
+            budget: int = DEFAULT_BUDGET) -> torch.Tensor:
     """S_ij = Σ_f min(X1_if, X2_jf) for non-negative rows, without an n1 x n2 x F tensor.
 
     Only the columns where both inputs have a non-zero entry contribute (min(a, 0) = 0),
     so the work is over that joint support: a kernel column K[:, j] of sparse
-    fingerprints touches the few dozen features of molecule j, not all F.
-    ``colmax``: the column maxima of X1 and X2 when the caller has them (from
-    :func:`_check_nonneg`).
+    fingerprints touches the few dozen features of molecule j, not all F. Either input
+    may be given as :class:`Counts` (its reductions computed once, e.g. cached).
 
     Integer counts (max ≤ :data:`MAX_THRESHOLDS`) use min(a, b) = Σ_{t≥1} [a ≥ t][b ≥ t],
     i.e. one indicator matmul per threshold t over only the columns where both inputs
@@ -78,40 +138,66 @@ def min_sum(X1: torch.Tensor, X2: torch.Tensor, budget: int = DEFAULT_BUDGET,
     integer, computed in float32 when F < 2²⁴ and accumulated in the input dtype.
     Other inputs are reduced by broadcasting over row blocks within ``budget`` bytes.
     """
-    n1, F = X1.shape
-    n2 = X2.shape[0]
-    out = torch.zeros(n1, n2, dtype=X1.dtype, device=X1.device)
+    A = X1 if isinstance(X1, Counts) else Counts.of(X1, "min_sum")
+    B = X2 if isinstance(X2, Counts) else Counts.of(X2, "min_sum")
+    n1, F = A.X.shape
+    n2 = B.X.shape[0]
+    out = torch.zeros(n1, n2, dtype=A.X.dtype, device=A.X.device)
     if n1 == 0 or n2 == 0 or F == 0:
         return out
-    c1, c2 = colmax if colmax is not None else (X1.amax(0), X2.amax(0))
-    both = torch.minimum(c1, c2)  # column f contributes only where both maxima are > 0
+    both = torch.minimum(A.colmax, B.colmax)  # column f counts only where both are > 0
     cols = torch.nonzero(both > 0).flatten()
     if cols.numel() == 0:
         return out
     both = both[cols]
-    if cols.numel() < F:
-        X1, X2 = X1[:, cols], X2[:, cols]
+    full = cols.numel() == F
+    Xa = A.X if full else A.columns(cols)
+    Xb = B.X if full else B.columns(cols)
     F = cols.numel()
     top = float(both.max())
-    integer = bool((X1 == X1.round()).all() and (X2 == X2.round()).all())
-    if integer and top <= MAX_THRESHOLDS:
+    if A.integer and B.integer and top <= MAX_THRESHOLDS:
         exact32 = F < 2**24 and torch.get_float32_matmul_precision() == "highest"
-        work = torch.float32 if exact32 else X1.dtype  # TF32 would round the counts
+        work = torch.float32 if exact32 else Xa.dtype  # TF32 would round the counts
         for t in range(1, int(top) + 1):
             sel = torch.nonzero(both >= t).flatten()
             if sel.numel() == 0:
                 break
-            A = (X1[:, sel] >= t).to(work)
-            B = (X2[:, sel] >= t).to(work)
-            out += (A @ B.mT).to(out.dtype)
+            P = (Xa[:, sel] >= t).to(work)
+            Q = (Xb[:, sel] >= t).to(work)
+            out += (P @ Q.mT).to(out.dtype)
         return out
-    rows = _rows_per_block(n2, F, X1.element_size(), budget)
+    rows = _rows_per_block(n2, F, Xa.element_size(), budget)
     for s in range(0, n1, rows):
-        out[s : s + rows] = torch.minimum(X1[s : s + rows, None, :], X2[None, :, :]).sum(-1)
+        out[s : s + rows] = torch.minimum(Xa[s : s + rows, None, :], Xb[None, :, :]).sum(-1)
     return out
 
 
-class Tanimoto(_Budgeted):
+class _CountKernel(_Budgeted):
+    """A budgeted kernel on non-negative counts: the first argument's :class:`Counts`
+    (with a column-major copy) are cached while the same tensor is passed, so each of
+    many kernel columns K(X, x_j) touches only x_j's support."""
+
+    name = "count kernel"
+
+    def _counts(self, X1: torch.Tensor, X2: torch.Tensor) -> tuple[Counts, Counts]:
+        A = self._input_memo.get((X1,), lambda: Counts.of(X1, self.name, transposed=True))
+        B = A if X2 is X1 else Counts.of(X2, self.name)
+        return A, B
+
+    def _reduce_raw(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
+        if self.active_dims is None:  # the cacheable case: X1 itself is the input
+            return self._reduce_counts(*self._counts(X1, X2))
+        return self._reduce(self._cols(X1), self._cols(X2))
+
+    def _reduce(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
+        A = Counts.of(X1, self.name)
+        return self._reduce_counts(A, A if X2 is X1 else Counts.of(X2, self.name))
+
+    def _reduce_counts(self, A: Counts, B: Counts) -> torch.Tensor:
+        raise NotImplementedError
+
+
+class Tanimoto(_CountKernel):
     """MinMax / Tanimoto kernel on counts: k(a, b) = Σ_f min(a_f, b_f) / Σ_f max(a_f, b_f).
 
     Uses Σ max = Σ a + Σ b − Σ min. On 0/1 fingerprints it equals the binary Tanimoto
@@ -121,10 +207,11 @@ class Tanimoto(_Budgeted):
     :class:`Scale` for a signal variance.
     """
 
-    def _k(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
-        colmax = _check_nonneg(X1, "Tanimoto"), _check_nonneg(X2, "Tanimoto")
-        mins = min_sum(X1, X2, self.budget, colmax)
-        maxs = X1.sum(1)[:, None] + X2.sum(1)[None, :] - mins
+    name = "Tanimoto"
+
+    def _reduce_counts(self, A: Counts, B: Counts) -> torch.Tensor:
+        mins = min_sum(A, B, self.budget)
+        maxs = A.rowsum[:, None] + B.rowsum[None, :] - mins
         empty = maxs <= 0
         return torch.where(empty, 1.0, mins / torch.where(empty, 1.0, maxs))
 
@@ -152,16 +239,17 @@ class TanimotoDot(Kernel):
         return torch.ones(X.shape[0], dtype=X.dtype, device=X.device)
 
 
-class Intersection(_Budgeted):
+class Intersection(_CountKernel):
     """Histogram intersection k(a, b) = Σ_f min(a_f, b_f) (Cao et al. §4.1, HoG data).
 
     Positive definite on non-negative histograms (min(a, b) = ∫ 1[t < a] 1[t < b] dt).
     Computed by :func:`min_sum` within ``budget`` bytes per block.
     """
 
-    def _k(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
-        colmax = _check_nonneg(X1, "Intersection"), _check_nonneg(X2, "Intersection")
-        return min_sum(X1, X2, self.budget, colmax)
+    name = "Intersection"
+
+    def _reduce_counts(self, A: Counts, B: Counts) -> torch.Tensor:
+        return min_sum(A, B, self.budget)
 
     def _diag(self, X: torch.Tensor) -> torch.Tensor:
         return X.sum(1)
@@ -204,14 +292,16 @@ class Hamming(_Budgeted):
         super().__init__(budget, active_dims)
         self.lengthscale = torch.as_tensor(lengthscale, dtype=torch.float64).reshape(1)
 
-    def _k(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
+    def _reduce(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
         _check_codes(X1)
         _check_codes(X2)
         if X1.shape[1] != X2.shape[1]:
             raise ValueError(f"Hamming needs sequences of equal length; got {X1.shape[1]} "
                              f"and {X2.shape[1]} positions")
-        H = mismatches(X1, X2, self.budget).to(self.lengthscale.dtype)
-        return torch.exp(-H / self.lengthscale)
+        return mismatches(X1, X2, self.budget)
+
+    def _finish(self, H: torch.Tensor) -> torch.Tensor:
+        return torch.exp(-H.to(self.lengthscale.dtype) / self.lengthscale)
 
     def _diag(self, X: torch.Tensor) -> torch.Tensor:
         return torch.ones(X.shape[0], dtype=self.lengthscale.dtype, device=X.device)

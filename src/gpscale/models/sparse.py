@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from ..kernels import Kernel
+from ..kernels.memo import InputMemo
 from ..linalg import robust_cholesky
 from ..linalg.pivchol import _check_pivots
 from ..params import LOG_2PI, Positive, summary
@@ -70,6 +71,7 @@ class SparseGP(nn.Module):
         self.register_buffer("y", y)
         self.register_buffer("inducing", check_inducing(inducing, X.shape[0]).to(X.device))
         self._cache: tuple[Any, ...] | None = None
+        self._Z = InputMemo()
         self.to(X.device)
 
     @property
@@ -82,8 +84,10 @@ class SparseGP(nn.Module):
 
     @property
     def Z(self) -> torch.Tensor:
-        """The inducing inputs X[I]."""
-        return self.X[self.inducing]
+        """The inducing inputs X[I]: the same tensor object while neither X nor I
+        changes, so kernels that cache work per input (the discrete kernels) reuse the
+        K(X, Z) reduction across hyperparameter evaluations."""
+        return self._Z.get((self.X, self.inducing), lambda: self.X[self.inducing])
 
     def set_inducing(self, inducing) -> None:
         """Replace the inducing set I (validated; same rules as the constructor)."""

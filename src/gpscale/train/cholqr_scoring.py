@@ -102,10 +102,24 @@ class InfoPivots:
 
     def residual_factor(self, f: CholQRFactors) -> torch.Tensor:
         """L_z (n × z): partial Cholesky of K − LLᵀ with pivots J; a pivot whose
-        residual variance is below rtol · K[j, j] gets a zero column. O(zkn + z²n)."""
+        residual variance is below rtol · K[j, j] gets a zero column. O(zkn + z²n).
+
+        Computed blockwise, L_z = (K − LLᵀ)[:, J] C⁻ᵀ with C = chol((K − LLᵀ)[J, J]),
+        which is the column-by-column factor when every pivot's residual clears the
+        threshold (C's squared diagonal holds those residuals); otherwise column by
+        column, skipping the pivots that do not."""
         k = f.k
         idx = torch.tensor(self.J, dtype=torch.long, device=f.X.device)
         Rz = self.K_J - f._Lt[:k].mT @ f._Lt[:k][:, idx]
+        if not self.J:
+            return Rz
+        C, info = torch.linalg.cholesky_ex(Rz[idx])
+        floor = self.rtol * f.kdiag[idx].clamp_min(1e-300)
+        if int(info) == 0 and bool((torch.diagonal(C) ** 2 > floor).all()):
+            return torch.linalg.solve_triangular(C, Rz.mT, upper=False).mT
+        return self._residual_factor_by_columns(f, Rz)
+
+    def _residual_factor_by_columns(self, f: CholQRFactors, Rz: torch.Tensor) -> torch.Tensor:
         Lz = torch.zeros_like(Rz)
         for t, jt in enumerate(self.J):
             c = Rz[:, t] - Lz[:, :t] @ Lz[jt, :t]
