@@ -90,7 +90,7 @@ def _check_nonneg(X: torch.Tensor, who: str) -> torch.Tensor:
     hi, lo = X.amax(0), X.min()
     if not (torch.isfinite(hi).all() and torch.isfinite(lo)):
         raise ValueError(f"{who} inputs contain NaN or inf")
-    if (lo < 0).any():
+    if bool(lo < 0):
         raise ValueError(f"{who} needs non-negative counts or histograms; the inputs have "
                          "negative entries")
     return hi
