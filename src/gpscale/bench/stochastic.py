@@ -64,7 +64,9 @@ def _features(kernel: str, d: int, args, device):
     from ..features import NeuralFeatures, RandomFourierFeatures, ScaledFeatures
 
     if kernel == "rff":
-        rff = RandomFourierFeatures(d, args.rff_features, ard=True, seed=args.seed)
+        # standardised inputs lie about √(2d) apart: start the lengthscales at √d
+        rff = RandomFourierFeatures(d, args.rff_features, lengthscale=math.sqrt(d), ard=True,
+                                    seed=args.seed)
         return ScaledFeatures(rff).to(device)
     return NeuralFeatures(d, kernel=kernel[3:], num_rff=args.num_rff, seed=args.seed,
                           device=device)
