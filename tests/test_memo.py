@@ -108,3 +108,18 @@ def test_sparse_gp_reuses_its_inducing_inputs_until_they_change():
     fresh = SparseGP(Scale(Tanimoto()), X, y, [1, 5, 9]).objective()
     torch.testing.assert_close(model.objective(), fresh, rtol=0, atol=0)
     assert not torch.equal(before, fresh)
+
+
+def test_large_inputs_are_not_held_twice(monkeypatch):
+    from gpscale.kernels import discrete
+
+    X = _counts(30, 12, 5)
+    monkeypatch.setattr(discrete, "MAX_TRANSPOSED", X.numel() - 1)
+    k = Tanimoto()
+    col = k(X, X[4:5])
+    assert k._input_memo._value.Xt is None  # statistics cached, no column-major copy
+    torch.testing.assert_close(col, Tanimoto()._k(X, X[4:5]), rtol=0, atol=0)
+    monkeypatch.setattr(discrete, "MAX_TRANSPOSED", X.numel())
+    k2 = Tanimoto()
+    k2(X, X[4:5])
+    assert k2._input_memo._value.Xt is not None

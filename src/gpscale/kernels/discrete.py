@@ -31,6 +31,9 @@ MAX_THRESHOLDS = 256
 #: the largest kernel block (entries) whose parameter-free reduction is cached: n x m
 #: blocks of a sparse GP, not the n x n matrix of a large exact GP
 MAX_CACHED_BLOCK = 2**24
+#: the largest cached input (entries) that also keeps a column-major copy for fast
+#: column gathers; a larger one is gathered in place rather than held twice
+MAX_TRANSPOSED = 2**25
 
 
 class _Budgeted(Kernel):
@@ -174,13 +177,15 @@ def min_sum(X1: torch.Tensor | Counts, X2: torch.Tensor | Counts,
 
 class _CountKernel(_Budgeted):
     """A budgeted kernel on non-negative counts: the first argument's :class:`Counts`
-    (with a column-major copy) are cached while the same tensor is passed, so each of
-    many kernel columns K(X, x_j) touches only x_j's support."""
+    (with a column-major copy up to :data:`MAX_TRANSPOSED` entries) are cached while
+    the same tensor is passed, so each of many kernel columns K(X, x_j) touches only
+    x_j's support."""
 
     name = "count kernel"
 
     def _counts(self, X1: torch.Tensor, X2: torch.Tensor) -> tuple[Counts, Counts]:
-        A = self._input_memo.get((X1,), lambda: Counts.of(X1, self.name, transposed=True))
+        A = self._input_memo.get((X1,), lambda: Counts.of(
+            X1, self.name, transposed=X1.numel() <= MAX_TRANSPOSED))
         B = A if X2 is X1 else Counts.of(X2, self.name)
         return A, B
 
