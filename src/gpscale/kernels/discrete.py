@@ -8,6 +8,13 @@ sequences (:func:`gpscale.data.featurize.sequence_codes`), k-mer count vectors
 differentiable in the inputs, and none needs to be. Pairwise reductions that would
 need an n1 x n2 x F intermediate are computed over row blocks within a memory budget.
 
+Tanimoto, Intersection and Hamming cache their hyperparameter-free work: the last
+pairwise reduction per pair of input tensors, and the training set's count statistics
+(see :mod:`gpscale.kernels.memo`). A sparse GP's hyperparameter phase, which evaluates
+K(X, Z) again and again with new variances, then costs one scaling per evaluation.
+After writing into an input behind PyTorch's back (``tensor.data``, or a NumPy array
+that shares its memory), call ``kernel.clear_cache()``.
+
 Compound kernels with one learned variance per component (the paper's graph-kernel
 sums and per-camera histogram kernels) are ``Scale(k1) + Scale(k2) + ...``;
 :func:`scaled_sum` builds one.
