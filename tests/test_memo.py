@@ -123,3 +123,15 @@ def test_large_inputs_are_not_held_twice(monkeypatch):
     k2 = Tanimoto()
     k2(X, X[4:5])
     assert k2._input_memo._value.Xt is not None
+
+
+def test_clear_cache_reaches_kernels_inside_sums_and_scales():
+    X = _counts(20, 8, 6)
+    k = Scale(Tanimoto()) + Scale(Hamming(2.0))
+    codes = X.clone()
+    with torch.no_grad():
+        k(codes, codes[:3])
+    memos = [m._pair_memo for m in k.modules() if hasattr(m, "_pair_memo")]
+    assert len(memos) == 2 and all(m._value is not None for m in memos)
+    k.clear_cache()
+    assert all(m._value is None and m._refs == () for m in memos)

@@ -77,6 +77,17 @@ class Kernel(nn.Module):
         out = {p: (g if g is not None else torch.zeros_like(p)) for p, g in zip(params, grads)}
         return out, torch.vdot(G.reshape(-1), K.detach().reshape(-1))
 
+    def clear_cache(self) -> None:
+        """Forget the hyperparameter-free work cached by this kernel and its parts
+        (:mod:`gpscale.kernels.memo`); needed only after writing into an input behind
+        PyTorch's version counter (``tensor.data``, a NumPy array sharing memory)."""
+        from .memo import InputMemo
+
+        for mod in self.modules():
+            for value in vars(mod).values():
+                if isinstance(value, InputMemo):
+                    value.clear()
+
     # -- algebra --------------------------------------------------------------------
     def __add__(self, other: Kernel) -> Kernel:
         return Sum(self, other)

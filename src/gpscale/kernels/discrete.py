@@ -65,12 +65,6 @@ class _Budgeted(Kernel):
     def _config_args(self) -> dict[str, Any]:
         return {} if self.budget == DEFAULT_BUDGET else {"budget": self.budget}
 
-    def clear_cache(self) -> None:
-        """Forget cached reductions (needed only after writes to an input that bypass
-        PyTorch's version counter: ``tensor.data``, or a NumPy array sharing memory)."""
-        self._pair_memo.clear()
-        self._input_memo.clear()
-
     def forward(self, X1: torch.Tensor, X2: torch.Tensor | None = None) -> torch.Tensor:
         X2 = X1 if X2 is None else X2
         R = self._pair_memo.get((X1, X2), lambda: self._reduce_raw(X1, X2))
