@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from ..params import Positive, summary
+from .memo import InputMemo
 
 
 class Kernel(nn.Module):
@@ -81,8 +82,6 @@ class Kernel(nn.Module):
         """Forget the hyperparameter-free work cached by this kernel and its parts
         (:mod:`gpscale.kernels.memo`); needed only after writing into an input behind
         PyTorch's version counter (``tensor.data``, a NumPy array sharing memory)."""
-        from .memo import InputMemo
-
         for mod in self.modules():
             for value in vars(mod).values():
                 if isinstance(value, InputMemo):
