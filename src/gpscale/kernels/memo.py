@@ -10,8 +10,10 @@ A cached value is reused only while *the same tensor objects* are passed again a
 none of them was modified in place since (PyTorch's version counter). Writes that
 bypass the counter — through ``tensor.data`` or a NumPy array sharing the memory —
 are not seen: call :meth:`InputMemo.clear` (``kernel.clear_cache()``) after them.
-The memo holds weak references to its inputs, so it never keeps them alive, and it
-is not copied or pickled (a copy starts empty).
+The memo holds only weak references to its inputs (a cached value that refers to an
+input, such as a count kernel's statistics of its training set, keeps that input alive
+until the slot is replaced or cleared), and it is not copied or pickled: a copy starts
+empty.
 """
 
 from __future__ import annotations
