@@ -50,8 +50,7 @@ class _Budgeted(Kernel):
     and is the expensive part, and ``_finish(R)``, which applies the parameters and
     returns a new tensor. ``forward`` caches the last reduction per pair of input
     tensors (:class:`~gpscale.kernels.memo.InputMemo`): re-evaluating K(X, Z) with new
-    hyperparameters costs only ``_finish``. Subclasses may also cache per-input
-    statistics of the first argument (the training set in every caller here).
+    hyperparameters costs only ``_finish``.
     """
 
     def __init__(self, budget: int = DEFAULT_BUDGET, active_dims: list[int] | None = None):
@@ -60,7 +59,6 @@ class _Budgeted(Kernel):
             raise ValueError(f"budget must be a positive number of bytes, got {budget}")
         self.budget = int(budget)
         self._pair_memo = InputMemo(max_numel=MAX_CACHED_BLOCK)
-        self._input_memo = InputMemo()
 
     def _config_args(self) -> dict[str, Any]:
         return {} if self.budget == DEFAULT_BUDGET else {"budget": self.budget}
@@ -183,6 +181,10 @@ class _CountKernel(_Budgeted):
     x_j's support."""
 
     name = "count kernel"
+
+    def __init__(self, budget: int = DEFAULT_BUDGET, active_dims: list[int] | None = None):
+        super().__init__(budget, active_dims)
+        self._input_memo = InputMemo()
 
     def _counts(self, X1: torch.Tensor, X2: torch.Tensor) -> tuple[Counts, Counts]:
         A = self._input_memo.get((X1,), lambda: Counts.of(
