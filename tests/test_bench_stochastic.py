@@ -32,7 +32,7 @@ def test_stochastic_bench_rff_kernel_rows(tmp_path, data_dir):
     rc = main(["stochastic", "--quick", "--max-train", "120", "--epochs", "1",
                "--batch-sizes", "32", "--fullbatch-iters", "3", "--kernels", "nn-linear",
                "rff", "--rff-features", "16", "--methods", "minimax", "scgd",
-               "--threads", "1", "--out", str(tmp_path)])
+               "--lr-schedule", "cosine", "--threads", "1", "--out", str(tmp_path)])
     assert rc == 0
     lines = (tmp_path / "stochastic.jsonl").read_text().splitlines()
     row = json.loads(lines[-1])
@@ -42,3 +42,5 @@ def test_stochastic_bench_rff_kernel_rows(tmp_path, data_dir):
     full = [json.loads(s) for s in lines[:-1] if json.loads(s).get("kind") == "fullbatch"]
     assert {r["kernel"] for r in full} == {"nn-linear", "rff"}
     assert all(math.isfinite(r["train_rmse"]) for r in full)
+    fits = [json.loads(s) for s in lines[:-1] if json.loads(s).get("kind") == "fit"]
+    assert fits and all(r["lr_schedule"] == "cosine" for r in fits)

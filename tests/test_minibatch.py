@@ -66,3 +66,37 @@ def test_bad_arguments_are_named(kw, match):
 def test_unknown_optimizer_is_named():
     with pytest.raises(ValueError, match="optimizer"):
         make_optimizer("rmsprop", [torch.zeros(1, requires_grad=True)])
+
+
+@pytest.mark.parametrize("schedule", ["constant", "cosine", "power"])
+def test_learning_rate_schedule_scales_every_group(schedule):
+    # two optimisers, one with two groups: each group's rate before step t is its own
+    # initial rate times the schedule's factor at t of T = 12 planned steps
+    a, b, c = (torch.zeros(1, requires_grad=True) for _ in range(3))
+    opt1 = torch.optim.SGD([{"params": [a], "lr": 0.5}, {"params": [b], "lr": 0.2}])
+    opt2 = make_optimizer("adam", [c], lr=0.1)
+    seen = []
+
+    def step(batch, t):
+        seen.append([g["lr"] for g in opt1.param_groups] + [opt2.param_groups[0]["lr"]])
+        return None
+
+    res = run_minibatch(step, [a, b, c], n=12, batch_size=3, epochs=3,
+                        optimizers=(opt1, opt2), lr_schedule=schedule)
+    expected = {"constant": lambda t: 1.0,
+                "cosine": lambda t: 0.5 * (1 + math.cos(math.pi * (t - 1) / 12)),
+                "power": lambda t: t ** -0.75}[schedule]
+    assert len(seen) == 12
+    for t, rates in enumerate(seen, start=1):
+        assert rates == pytest.approx([0.5 * expected(t), 0.2 * expected(t),
+                                       0.1 * expected(t)], rel=1e-12)
+    assert [h["lr_factor"] for h in res.history] == pytest.approx(
+        [expected(t) for t in (4, 8, 12)])
+    if schedule == "cosine":  # anneals from the full rate to nearly zero
+        assert seen[0][0] == 0.5 and seen[-1][0] < 0.5 * 0.02
+
+
+def test_unknown_learning_rate_schedule_is_named():
+    with pytest.raises(ValueError, match="lr_schedule='linear' is not one of"):
+        run_minibatch(lambda b, t: None, [torch.zeros(1)], n=10, batch_size=2,
+                      lr_schedule="linear")

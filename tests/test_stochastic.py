@@ -229,8 +229,9 @@ def _toy(n=200, seed=0):
     return X, (y - y.mean()) / y.std()
 
 
+@pytest.mark.parametrize("schedule", ["constant", "cosine"])
 @pytest.mark.parametrize("fit", [fit_minimax, fit_scgd, fit_bsgd])
-def test_small_fit_improves_exact_nlml(fit):
+def test_small_fit_improves_exact_nlml(fit, schedule):
     X, y = _toy()
     feats = RandomFourierFeatures(2, 40, lengthscale=3.0, seed=0)
     start = FeatureGP(RandomFourierFeatures(2, 40, lengthscale=3.0, seed=0), X, y,
@@ -238,13 +239,15 @@ def test_small_fit_improves_exact_nlml(fit):
     with torch.no_grad():
         before = float(start.nlml()) / 200
     model, res = fit(X, y, feats, noise=0.5, batch_size=20, epochs=8, optimizer="adam",
-                     lr=0.05, seed=0)
+                     lr=0.05, lr_schedule=schedule, seed=0)
     with torch.no_grad():
         after = float(model.nlml()) / 200
     assert model.weights_kind == "fixed"
     assert math.isclose(after, res.objective, rel_tol=1e-9)
     assert after < before - 0.05, (before, after)
     assert len(res.history) >= 8 and "noise" in res.theta
+    last = res.history[-1]["lr_factor"]  # 80 steps: cosine ends at (1 + cos(79π/80))/2
+    assert last == (1.0 if schedule == "constant" else pytest.approx(3.85e-4, rel=1e-2))
 
 
 def test_minimax_options_and_constraint_gap():
@@ -263,7 +266,8 @@ def test_scgd_options_decaying_rates_and_independent_tracker():
     feats = RandomFourierFeatures(2, 20, lengthscale=3.0, seed=0)
     ls0 = feats.lengthscale.detach().clone()
     model, res = fit_scgd(X, y, feats, batch_size=10, epochs=3, b=None, b0=1.0,
-                          lr_decay=True, tracker="independent", optimizer="sgd", lr=1e-3)
+                          lr_schedule="power", tracker="independent", optimizer="sgd",
+                          lr=1e-3)
     assert math.isfinite(res.objective) and res.reason == "max_epochs"
     assert not torch.allclose(model.features.lengthscale, ls0)  # RFF lengthscales learned
     with pytest.raises(ValueError, match="b must"):
@@ -290,6 +294,9 @@ def test_bad_arguments():
         fit_bsgd(X, y, "rff")
     with pytest.raises(ValueError, match="optimizer"):
         fit_bsgd(X, y, feats, optimizer="lbfgs")
+    for fit in (fit_minimax, fit_scgd, fit_bsgd):
+        with pytest.raises(ValueError, match="lr_schedule"):
+            fit(X, y, feats, lr_schedule="step")
 
 
 @pytest.mark.parametrize("method", ["minimax", "scgd", "bsgd"])

@@ -174,6 +174,17 @@ def test_fit_starts_from_the_optimal_q_unless_asked_not_to():
         fit_svgp(X, y, _kernel(), q_init="zeros", **kw)
 
 
+def test_fit_anneals_the_learning_rate_on_request():
+    X, y = _data(60, 2, 3)
+    kw = dict(num_inducing=8, batch_size=10, epochs=2, lr=1e-2, noise=0.2, eval_every=6)
+    _, res = fit_svgp(X, y, _kernel(), lr_schedule="cosine", **kw)
+    factors = [h["lr_factor"] for h in res.history]
+    assert factors == pytest.approx([0.5 * (1 + math.cos(math.pi * 5 / 12)),
+                                     0.5 * (1 + math.cos(math.pi * 11 / 12))])
+    with pytest.raises(ValueError, match="lr_schedule"):
+        fit_svgp(X, y, _kernel(), lr_schedule="exponential", **kw)
+
+
 @settings(max_examples=15, deadline=None)
 @given(k=st.integers(1, 6), b=st.integers(1, 7), whiten=st.booleans(),
        seed=st.integers(0, 10_000))

@@ -190,8 +190,8 @@ register_method("admm-consensus", _admm(fit_admm_consensus, "admm-consensus"),
                 "exact GP, K-fold cross-validation by consensus ADMM")
 # -- unbiased minibatch ML-II (Shoham & Avron): MINIMAX, SCGD and the BSGD baseline -------
 _STOCHASTIC_OPTIONS = ("features", "num_features", "noise", "batch_size", "epochs",
-                       "optimizer", "lr", "seed", "eval_every", "max_time", "progress",
-                       "device")
+                       "optimizer", "lr", "lr_schedule", "seed", "eval_every", "max_time",
+                       "progress", "device")
 
 
 def _stochastic_features(X: torch.Tensor, kernel: Kernel, features: str | None,
@@ -229,13 +229,13 @@ _stochastic(fit_minimax, "minimax", "finite-feature GP, unbiased minibatch ML-II
             "(Shoham & Avron §3.1)", ("lr_max", "mu", "mu_growth", "mu_max", "noise_min",
                                       "zeta_max"))
 _stochastic(fit_scgd, "scgd", "finite-feature GP, minibatch ML-II by SCGD (Shoham & Avron "
-            "§3.2)", ("b", "b0", "lr_decay", "tracker"))
+            "§3.2)", ("b", "b0", "tracker"))
 _stochastic(fit_bsgd, "bsgd", "finite-feature GP, biased minibatch ML-II (BSGD, Chen et al. "
             "2020)", ())
 register_method("svgp", fit_svgp_method,
                 "stochastic variational GP (Hensman et al. 2015), minibatch ELBO",
-                options=["num_inducing", "batch_size", "epochs", "lr", "optimizer", "seed",
-                         "noise", "progress", "device"])
+                options=["num_inducing", "batch_size", "epochs", "lr", "lr_schedule",
+                         "optimizer", "seed", "noise", "progress", "device"])
 register_method("cholqr-vfe", cholqr_method("vfe"),
                 "sparse GP on a training subset, CholQR swaps + L-BFGS on the VFE bound")
 register_method("cholqr-dtc", cholqr_method("dtc"),

@@ -57,6 +57,9 @@ def _arguments(p) -> None:
     p.add_argument("--lr", type=float, nargs="+", default=None,
                    help="learning rate(s) (default: the optimiser's); with several, every "
                    "method keeps the one with the lowest exact NLML, the paper's grid search")
+    p.add_argument("--lr-schedule", default="constant", choices=["constant", "cosine", "power"],
+                   help="learning-rate schedule of every method: constant (the paper), cosine "
+                   "(annealed to 0 over the run) or power (t^-3/4)")
     p.add_argument("--num-rff", type=int, default=1000,
                    help="RFF dimension of the nn-rbf kernel (default 1000, the paper)")
     p.add_argument("--rff-features", type=int, default=256,
@@ -99,7 +102,7 @@ def _fit(method, X, y, feats, batch, lr, args, device):
     from ..train.stochastic import fit_bsgd, fit_minimax, fit_scgd
 
     common = dict(batch_size=batch, epochs=args.epochs, optimizer=args.optimizer, lr=lr,
-                  noise=0.1, seed=args.seed, device=device)
+                  lr_schedule=args.lr_schedule, noise=0.1, seed=args.seed, device=device)
     if method == "svgp":
         parts, why = _svgp()
         if parts is None:
@@ -173,7 +176,7 @@ def run(args, rec) -> None:
                         curve = [(h["epoch"], h["objective"]) for h in res.history
                                  if "objective" in h]
                         row = dict(dataset=name, kernel=kernel, batch=batch, method=method,
-                                   lr=lr, nlml=res.objective,
+                                   lr=lr, lr_schedule=args.lr_schedule, nlml=res.objective,
                                    rmse=_rmse(model.predict(Xte)[0], yte),
                                    gap_to_fullbatch=res.objective - nlml_full,
                                    epochs=args.epochs,

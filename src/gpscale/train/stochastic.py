@@ -21,7 +21,13 @@ from ..linalg import robust_cholesky
 from ..models import FeatureGP
 from ..params import LOG_2PI, positive_params
 from ..validation import check_positive
-from .minibatch import check_batch_size, make_generator, make_optimizer, run_minibatch
+from .minibatch import (
+    check_batch_size,
+    check_lr_schedule,
+    make_generator,
+    make_optimizer,
+    run_minibatch,
+)
 from .result import FitResult
 from .weight_space import (
     batch_F,
@@ -91,8 +97,9 @@ def fit_minimax(
     optimizer: str = "adadelta", lr: float | None = None, lr_max: float | None = None,
     mu: float | str = 1.0, dual_init: str = "balanced", mu_growth: float = 1.0,
     mu_max: float = 1e6, noise_min: float = 1e-4,
-    zeta_max: float | None = None, seed: int = 0, eval_every: int | None = None,
-    max_time: float | None = None, track_constraint: bool = False, progress: bool = False,
+    zeta_max: float | None = None, lr_schedule: str = "constant", seed: int = 0,
+    eval_every: int | None = None, max_time: float | None = None,
+    track_constraint: bool = False, progress: bool = False,
     dtype: torch.dtype = torch.float64, device: torch.device | str | None = None,
 ) -> tuple[FeatureGP, FitResult]:
     """MINIMAX (§3.1): min over ζ = (θ, A) of max over ‖B‖_F ≤ 1 of
@@ -112,12 +119,15 @@ def fit_minimax(
     (``dual_init="balanced"``: then ∇_A Ψ = 0 and ∇_θ Ψ = ∇_θ l at the start) or at 0
     (``"zero"``). A is stepped as A/n (the same problem; it keeps the optimiser's step
     sizes on the scale of F/n).
-    ``lr`` / ``lr_max``: step sizes a and b of the two optimisers (``optimizer``).
+    ``lr`` / ``lr_max``: step sizes a and b of the two optimisers (``optimizer``), both
+    scaled by ``lr_schedule`` (``"constant"``, the paper's; ``"cosine"``; ``"power"``:
+    see :data:`~gpscale.train.minibatch.LR_SCHEDULES`).
     ``track_constraint``: add ``constraint_gap`` = ‖A − F(θ)‖/‖A‖ and ``mu`` to each
     checkpoint of the history (one more statistics pass per checkpoint).
     """
     if dual_init not in ("balanced", "zero"):
         raise ValueError(f"dual_init must be 'balanced' or 'zero', got {dual_init!r}")
+    lr_schedule = check_lr_schedule(lr_schedule)
     mu = mu if mu == "auto" else _positive("mu", mu)
     mu_growth = _positive("mu_growth", mu_growth)
     noise_min = _positive("noise_min", noise_min)
@@ -189,7 +199,8 @@ def fit_minimax(
     result = run_minibatch(step, [w, sigma2, A_bar, B, *alpha], n, batch_size, epochs,
                            evaluate=evaluate, eval_every=eval_every, seed=seed,
                            max_time=max_time, device=Xt.device, progress=progress,
-                           method="minimax", theta=_theta(model))
+                           method="minimax", theta=_theta(model),
+                           optimizers=(opt_min, opt_max), lr_schedule=lr_schedule)
     sync()
     rows = [h for h in result.history if "objective" in h]
     for row, gap in zip(rows, gaps):
@@ -201,7 +212,7 @@ def fit_minimax(
 def fit_scgd(
     X, y, features: FeatureMap, noise: float = 0.1, batch_size: int = 32, epochs: float = 10,
     optimizer: str = "adadelta", lr: float | None = None, b: float | None = 0.9,
-    b0: float = 1.0, lr_decay: bool = False, tracker: str = "same", seed: int = 0,
+    b0: float = 1.0, lr_schedule: str = "constant", tracker: str = "same", seed: int = 0,
     eval_every: int | None = None, max_time: float | None = None, progress: bool = False,
     dtype: torch.dtype = torch.float64, device: torch.device | str | None = None,
 ) -> tuple[FeatureGP, FitResult]:
@@ -211,9 +222,10 @@ def fit_scgd(
     2. θ ← θ − a_t ∇_θ (n/|S|) Σ_{i∈S} [g_i(θ) + ⟨F̃⁻¹, F_i(θ)⟩]
 
     The tracker is refreshed first and then used (Wang et al.'s order). ``b``: a fixed
-    b_t (the paper's §5 uses 0.9), or ``None`` for b_t = b0·t^(-1/2). ``lr_decay``:
-    a_t = lr·t^(-3/4) (the rates of Wang et al., Theorem 8); the paper's experiments
-    keep AdaDelta's constant rate. ``tracker``: ``"same"`` (S' = S) or
+    b_t (the paper's §5 uses 0.9), or ``None`` for b_t = b0·t^(-1/2).
+    ``lr_schedule="power"``: a_t = lr·t^(-3/4) (the rates of Wang et al., Theorem 8);
+    the paper's experiments keep AdaDelta's constant rate (``"constant"``); ``"cosine"``
+    anneals it to zero over the run. ``tracker``: ``"same"`` (S' = S) or
     ``"independent"`` (S' drawn independently of S). F̃ starts at F(θ₀) and w at
     argmin_w l(θ₀) (one streaming statistics pass).
     """
@@ -222,6 +234,7 @@ def fit_scgd(
     if b is not None and not (isinstance(b, (int, float)) and 0 < b <= 1):
         raise ValueError(f"b must be in (0, 1] or None (b_t = b0 t^-1/2), got {b!r}")
     b0 = _positive("b0", b0)
+    lr_schedule = check_lr_schedule(lr_schedule)
     model, alpha = _setup(X, y, features, noise, dtype, device)
     n, Xt, yt = model.n, model.X, model.y
     w0, gram = _init_w(model)
@@ -230,7 +243,6 @@ def fit_scgd(
     state = {"F": gram + model.noise.detach() * eye}
     params = [w, model.raw_noise, *alpha]
     opt = make_optimizer(optimizer, params, lr)
-    lr0 = opt.param_groups[0]["lr"]
     gen_bar = make_generator(int(seed) + 7919)
 
     def step(batch: torch.Tensor, t: int) -> float:
@@ -245,9 +257,6 @@ def fit_scgd(
                 phi_tr, s_tr = model.features(Xt[bar]), s
             F_hat = (n / s_tr) * batch_F(phi_tr, model.noise, n)
             state["F"] = (1 - b_t) * state["F"] + b_t * F_hat
-        if lr_decay:
-            for group in opt.param_groups:
-                group["lr"] = lr0 * t ** -0.75
         opt.zero_grad(set_to_none=True)
         loss, estimate = scgd_batch(phi, yt[batch], n, w, model.noise, state["F"],
                                     return_estimate=True)
@@ -258,19 +267,22 @@ def fit_scgd(
     result = run_minibatch(step, params, n, batch_size, epochs, evaluate=_evaluator(model),
                            eval_every=eval_every, seed=seed, max_time=max_time,
                            device=Xt.device, progress=progress, method="scgd",
-                           theta=_theta(model))
+                           theta=_theta(model), optimizers=(opt,), lr_schedule=lr_schedule)
     return model, result
 
 
 def fit_bsgd(
     X, y, features: FeatureMap, noise: float = 0.1, batch_size: int = 32, epochs: float = 10,
-    optimizer: str = "adadelta", lr: float | None = None, seed: int = 0,
-    eval_every: int | None = None, max_time: float | None = None, progress: bool = False,
-    dtype: torch.dtype = torch.float64, device: torch.device | str | None = None,
+    optimizer: str = "adadelta", lr: float | None = None, lr_schedule: str = "constant",
+    seed: int = 0, eval_every: int | None = None, max_time: float | None = None,
+    progress: bool = False, dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
 ) -> tuple[FeatureGP, FitResult]:
     """BSGD (Chen et al. 2020; §4.2): θ ← θ − a_t ∇l(θ; S_t), the gradient of the exact
     ML-II loss of the batch alone, l(θ; S) = y_Sᵀ(K_SS + σ²I)⁻¹y_S + log|K_SS + σ²I|,
-    with the same feature kernel K_SS = Φ_SΦ_Sᵀ (biased for |S| < n; O(b³ + b²d))."""
+    with the same feature kernel K_SS = Φ_SΦ_Sᵀ (biased for |S| < n; O(b³ + b²d)).
+    ``lr_schedule``: as :func:`fit_minimax`."""
+    lr_schedule = check_lr_schedule(lr_schedule)
     model, alpha = _setup(X, y, features, noise, dtype, device)
     n, Xt, yt = model.n, model.X, model.y
     params = [model.raw_noise, *alpha]
@@ -286,5 +298,5 @@ def fit_bsgd(
     result = run_minibatch(step, params, n, batch_size, epochs, evaluate=_evaluator(model),
                            eval_every=eval_every, seed=seed, max_time=max_time,
                            device=Xt.device, progress=progress, method="bsgd",
-                           theta=_theta(model))
+                           theta=_theta(model), optimizers=(opt,), lr_schedule=lr_schedule)
     return model, result

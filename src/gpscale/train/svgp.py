@@ -23,7 +23,13 @@ from ..linalg import CholeskyError
 from ..models.feature import FeatureGP
 from ..models.svgp import SVGP
 from ..validation import check_positive, check_xy
-from .minibatch import check_batch_size, make_generator, make_optimizer, run_minibatch
+from .minibatch import (
+    check_batch_size,
+    check_lr_schedule,
+    make_generator,
+    make_optimizer,
+    run_minibatch,
+)
 from .result import FitResult, theta_of
 
 INIT_METHODS = ("random", "kmeans")
@@ -122,8 +128,8 @@ def svgp_theta(model: SVGP) -> dict[str, list[float]]:
 
 
 def fit_svgp(X, y, kernel: Kernel, num_inducing: int, batch_size: int, epochs: float = 10,
-             optimizer: str = "adam", lr: float | None = None, noise: float = 0.1,
-             seed: int = 0, evaluate=None, eval_every: int | None = None,
+             optimizer: str = "adam", lr: float | None = None, lr_schedule: str = "constant",
+             noise: float = 0.1, seed: int = 0, evaluate=None, eval_every: int | None = None,
              max_time: float | None = None, init: str = "random", whiten: bool = True,
              q_init: str = "optimal", progress: bool = False,
              dtype: torch.dtype = torch.float64,
@@ -138,9 +144,11 @@ def fit_svgp(X, y, kernel: Kernel, num_inducing: int, batch_size: int, epochs: f
     for the initial kernel, σ² and Z (:meth:`SVGP.set_optimal_q`, one pass over the
     data); ``"prior"`` starts it at p(u). From the prior, the variance term of the ELBO
     first pushes the kernel's scale down, which can switch a ReLU feature network off
-    for good before q(u) has learned anything."""
+    for good before q(u) has learned anything. ``lr_schedule``: ``"constant"``,
+    ``"cosine"`` or ``"power"`` (:data:`~gpscale.train.minibatch.LR_SCHEDULES`)."""
     if q_init not in ("optimal", "prior"):
         raise ValueError(f"q_init must be 'optimal' or 'prior', got {q_init!r}")
+    lr_schedule = check_lr_schedule(lr_schedule)
     model, X, y = make_svgp(X, y, kernel, num_inducing, noise, seed, init, whiten, dtype,
                             device)
     if q_init == "optimal":
@@ -165,16 +173,17 @@ def fit_svgp(X, y, kernel: Kernel, num_inducing: int, batch_size: int, epochs: f
     result = run_minibatch(step, params, n, batch_size, epochs,
                            evaluate=_evaluator(evaluate, model, X, y), eval_every=eval_every,
                            seed=gen, max_time=max_time, device=X.device, progress=progress,
-                           method="svgp", theta=lambda: svgp_theta(model))
+                           method="svgp", theta=lambda: svgp_theta(model),
+                           optimizers=(opt,), lr_schedule=lr_schedule)
     return model, result
 
 
 def fit_svgp_method(X: torch.Tensor, y: torch.Tensor, kernel: Kernel,
                     num_inducing: int | None = None, batch_size: int | None = None,
                     epochs: float | None = None, lr: float | None = None,
-                    optimizer: str = "adam", seed: int = 0, noise: float = 0.1,
-                    progress: bool = False, device: torch.device | str | None = None
-                    ) -> tuple[SVGP, FitResult]:
+                    lr_schedule: str = "constant", optimizer: str = "adam", seed: int = 0,
+                    noise: float = 0.1, progress: bool = False,
+                    device: torch.device | str | None = None) -> tuple[SVGP, FitResult]:
     """``method="svgp"``: batch_size defaults to min(256, n), num_inducing to the batch
     size (as in the paper), epochs to max(20, enough for 1000 steps)."""
     n = X.shape[0]
@@ -184,4 +193,5 @@ def fit_svgp_method(X: torch.Tensor, y: torch.Tensor, kernel: Kernel,
     if epochs is None:
         epochs = max(20, math.ceil(1000 / math.ceil(n / batch_size)))
     return fit_svgp(X, y, kernel, num_inducing, batch_size, epochs, optimizer=optimizer, lr=lr,
-                    noise=noise, seed=seed, progress=progress, device=device)
+                    lr_schedule=lr_schedule, noise=noise, seed=seed, progress=progress,
+                    device=device)
