@@ -24,6 +24,9 @@ def test_stochastic_bench_tiny(tmp_path, data_dir):
     assert {r["method"] for r in fits if r.get("kind") == "fit"} == {
         "minimax", "scgd", "bsgd", "svgp"}
     assert len(row["targets"]) == 4
+    # pumadyn32nm is not in the paper's tables; RMSE in y's units is ours, always there
+    assert all(r["paper_nlml"] is None and r["rmse_y"] > 0 for r in fits
+               if r.get("kind") == "fit")
 
 
 def test_stochastic_bench_rff_kernel_rows(tmp_path, data_dir):
@@ -44,3 +47,46 @@ def test_stochastic_bench_rff_kernel_rows(tmp_path, data_dir):
     assert all(math.isfinite(r["train_rmse"]) for r in full)
     fits = [json.loads(s) for s in lines[:-1] if json.loads(s).get("kind") == "fit"]
     assert fits and all(r["lr_schedule"] == "cosine" for r in fits)
+
+
+def test_paper_tables_are_copied_faithfully():
+    """Every value of PAPER_NLML / PAPER_RMSE appears, in the paper's column order, on
+    the paper's row for that set in the table block for that batch size."""
+    import re
+    from pathlib import Path
+
+    import pytest
+
+    from gpscale.bench.stochastic import PAPER_NLML, PAPER_RMSE, paper_value
+
+    paper = Path(__file__).resolve().parents[2] / "shared" / "papers" / "unbiased_stochastic.txt"
+    if not paper.exists():
+        pytest.skip(f"paper text not found at {paper}")
+    lines = paper.read_text().splitlines()
+
+    def block(title: str) -> list[str]:  # the title, two header lines, then rows
+        start = next(i for i, s in enumerate(lines) if s.startswith(title)) + 3
+        end = next(i for i in range(start, len(lines)) if "±" not in lines[i])
+        return lines[start:end]
+
+    blocks = [(PAPER_NLML, "nn-linear", block("Table 2:")),
+              (PAPER_NLML, "nn-rbf", block("Table 3:")),
+              (PAPER_RMSE, "nn-linear", block("Table 4:")),
+              (PAPER_RMSE, "nn-rbf", block("Table 5:"))]
+    checked = 0
+    for table, kernel, rows in blocks:
+        batch = None
+        for row in rows:
+            head = re.match(r"^(\d+) ", row)
+            if head:
+                batch, row = int(head.group(1)), row[head.end():]
+            name = row.split(" ")[0]
+            key = (kernel, name, batch)
+            if key not in table:
+                continue
+            cells = re.findall(r"(-?\d*\.\d+)±\\pm(\d*\.\d+)", row)
+            assert [(float(m), float(s)) for m, s in cells] == list(table[key]), key
+            checked += 1
+    assert checked == len(PAPER_NLML) + len(PAPER_RMSE) == 36
+    assert paper_value(PAPER_NLML, "nn-linear", "kin40k", 32, "scgd") == "-1.760 ± 0.090"
+    assert paper_value(PAPER_NLML, "nn-linear", "pumadyn32nm", 32, "scgd") is None
