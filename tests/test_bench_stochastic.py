@@ -57,7 +57,7 @@ def test_paper_tables_are_copied_faithfully():
 
     import pytest
 
-    from gpscale.bench.stochastic import PAPER_NLML, PAPER_RMSE, paper_value
+    from gpscale.bench.stochastic import PAPER_NLML, PAPER_RMSE, _paper_spread, paper_value
 
     paper = Path(__file__).resolve().parents[2] / "shared" / "papers" / "unbiased_stochastic.txt"
     if not paper.exists():
@@ -90,3 +90,7 @@ def test_paper_tables_are_copied_faithfully():
     assert checked == len(PAPER_NLML) + len(PAPER_RMSE) == 36
     assert paper_value(PAPER_NLML, "nn-linear", "kin40k", 32, "scgd") == "-1.760 ± 0.090"
     assert paper_value(PAPER_NLML, "nn-linear", "pumadyn32nm", 32, "scgd") is None
+    # MINIMAX on kin40k, NN + linear: -1.713, -1.654, -1.590 at batch 32, 64, 128
+    assert _paper_spread("nn-linear", "kin40k", [32, 64, 128, 512], "minimax").endswith(
+        "its 3 of them: 0.123)")
+    assert _paper_spread("nn-linear", "kin40k", [32, 512], "minimax") == ""

@@ -293,7 +293,8 @@ def _summarise(rec, results, name, kernel, first: bool = True) -> None:
                        None if v is None else v - full, 0.02, what=what)
     for m in ("minimax", "scgd"):
         rec.target(f"{m} spread of NLML over batch sizes, {kernel}", spreads[m], 0.05,
-                   what=f"{name}, {kernel}: max − min over batches {batches}")
+                   what=f"{name}, {kernel}: max − min over batches {batches}"
+                   + _paper_spread(kernel, name, batches, m))
     rec.note("NLML: exact weight-space NLML per point of the learned network and σ² on the "
              "training rows (FeatureGP.nlml / n), best over per-epoch checkpoints; SVGP is "
              "scored the same way with its learned network and σ² (its kernel is the same "
@@ -304,6 +305,15 @@ def _summarise(rec, results, name, kernel, first: bool = True) -> None:
              "copied, not measured; rmse_y is our RMSE in y's units.")
     if any(not math.isfinite(v) for v in results.values() if v is not None):
         rec.note("some runs gave a non-finite NLML")
+
+
+def _paper_spread(kernel: str, name: str, batches: list[int], method: str) -> str:
+    """The same spread in the paper's Table 2/3, over the batch sizes both have."""
+    means = [PAPER_NLML[(kernel, name, b)][PAPER_ORDER.index(method)][0] for b in batches
+             if (kernel, name, b) in PAPER_NLML]
+    if len(means) < 2:
+        return ""
+    return f" (the paper's over its {len(means)} of them: {max(means) - min(means):.3f})"
 
 
 def _plot(fig, records, row) -> None:
