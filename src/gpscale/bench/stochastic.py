@@ -39,6 +39,8 @@ import torch
 from .harness import register
 
 METHODS = ("minimax", "scgd", "bsgd", "svgp")
+KERNELS = ("nn-linear", "nn-rbf", "rff")
+COLORS = {"minimax": "C0", "scgd": "C1", "bsgd": "C2", "svgp": "C3", "fullbatch": "k"}
 
 #: Shoham & Avron, Tables 2–5 (5 splits, 100 epochs, AdaDelta with a learning-rate grid,
 #: on a GPU): mean and std of the final NLML per point and of the test RMSE, for the sets
@@ -101,8 +103,6 @@ def paper_value(table: dict, kernel: str, dataset: str, batch: int, method: str
         return None
     mean, std = row[PAPER_ORDER.index(method)]
     return f"{mean:.3f} ± {std:.3f}"
-KERNELS = ("nn-linear", "nn-rbf", "rff")
-COLORS = {"minimax": "C0", "scgd": "C1", "bsgd": "C2", "svgp": "C3", "fullbatch": "k"}
 
 
 def _arguments(p) -> None:
@@ -222,7 +222,8 @@ def run(args, rec) -> None:
             results[(name, kernel, "fullbatch")] = nlml_full
             rec.record(kind="fullbatch", dataset=name, kernel=kernel, n=X.shape[0],
                        method="fullbatch (L-BFGS)", iters=iters, nlml=nlml_full,
-                       rmse=rmse, train_rmse=_rmse(model.predict(X)[0], y),
+                       rmse=rmse, rmse_y=rmse * y_scale,
+                       train_rmse=_rmse(model.predict(X)[0], y),
                        noise=float(model.noise.detach()),
                        time_s=time.perf_counter() - t0, reason=res.reason)
             batches = args.batch_sizes or (
@@ -241,13 +242,13 @@ def run(args, rec) -> None:
                             break
                         curve = [(h["epoch"], h["objective"]) for h in res.history
                                  if "objective" in h]
+                        rmse = _rmse(model.predict(Xte)[0], yte)
                         row = dict(dataset=name, kernel=kernel, batch=batch, method=method,
                                    lr=lr, lr_schedule=args.lr_schedule, nlml=res.objective,
-                                   rmse=_rmse(model.predict(Xte)[0], yte),
-                                   gap_to_fullbatch=res.objective - nlml_full,
+                                   rmse=rmse, gap_to_fullbatch=res.objective - nlml_full,
                                    paper_nlml=paper_value(PAPER_NLML, kernel, name, batch,
                                                           method),
-                                   rmse_y=_rmse(model.predict(Xte)[0], yte) * y_scale,
+                                   rmse_y=rmse * y_scale,
                                    paper_rmse=paper_value(PAPER_RMSE, kernel, name, batch,
                                                           method),
                                    epochs=args.epochs,
