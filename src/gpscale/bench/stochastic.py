@@ -36,6 +36,7 @@ import time
 
 import torch
 
+from ..train.minibatch import LR_SCHEDULES
 from .harness import register
 
 METHODS = ("minimax", "scgd", "bsgd", "svgp")
@@ -122,7 +123,7 @@ def _arguments(p) -> None:
     p.add_argument("--lr", type=float, nargs="+", default=None,
                    help="learning rate(s) (default: the optimiser's); with several, every "
                    "method keeps the one with the lowest exact NLML, the paper's grid search")
-    p.add_argument("--lr-schedule", default="constant", choices=["constant", "cosine", "power"],
+    p.add_argument("--lr-schedule", default="constant", choices=sorted(LR_SCHEDULES),
                    help="learning-rate schedule of every method: constant (the paper), cosine "
                    "(annealed to 0 over the run) or power (t^-3/4)")
     p.add_argument("--num-rff", type=int, default=1000,
