@@ -250,6 +250,17 @@ def test_small_fit_improves_exact_nlml(fit, schedule):
     assert last == (1.0 if schedule == "constant" else pytest.approx(3.85e-4, rel=1e-2))
 
 
+@pytest.mark.parametrize("fit", [fit_minimax, fit_scgd, fit_bsgd])
+def test_schedule_reaches_the_optimiser(fit):
+    # same seed and batches: only the step sizes differ, so the noise must too
+    X, y = _toy(n=60)
+    runs = [fit(X, y, RandomFourierFeatures(2, 10, seed=0), batch_size=10, epochs=1,
+                optimizer="sgd", lr=1e-3, lr_schedule=schedule, eval_every=100)[0]
+            for schedule in ("constant", "constant", "power")]
+    noise = [float(model.noise.detach()) for model in runs]
+    assert noise[0] == noise[1] != noise[2]
+
+
 def test_minimax_options_and_constraint_gap():
     X, y = _toy(n=60)
     _, res = fit_minimax(X, y, RandomFourierFeatures(2, 10, seed=0), batch_size=20, epochs=2,
