@@ -90,8 +90,10 @@ def test_theorem2_equals_expanded_khatri_rao(device, zeros):
     g = torch.Generator().manual_seed(1)
     sizes, n, p = [3, 2, 4], 6, 9
     K = [torch.randn(n, s, generator=g, dtype=F64) for s in sizes]
-    if zeros:
+    if zeros:  # row 2: zero factors in dims 0 and 1; row 3: in dim 2 only
         K[1][2] = 0.0
+        K[0][2] = 0.0
+        K[2][3] = 0.0
         K[0][4, 1] = 0.0
     K = [k.to(device).requires_grad_() for k in K]
     Q = [torch.linalg.qr(torch.randn(s, s, generator=g, dtype=F64))[0].to(device)

@@ -41,3 +41,24 @@ def test_fit_lbfgs_backs_off_where_the_objective_fails():
     x = float(model.x.detach())
     assert 0.5 < x <= 1.0  # it moved towards the wall and never kept a failed point
     assert res.objective == pytest.approx((x - 3.0) ** 2)
+
+
+class _Kink(nn.Module):
+    """1000·|x| + x² from x = 1: the minimum sits on a kink, where the strong-Wolfe line
+    search keeps bracketing and spends many evaluations per iteration."""
+
+    def __init__(self):
+        super().__init__()
+        self.x = nn.Parameter(torch.tensor([1.0, -1.0], dtype=torch.float64))
+
+    def nlml(self):
+        return 1000 * self.x.abs().sum() + (self.x ** 2).sum()
+
+
+def test_fit_lbfgs_says_when_the_evaluation_budget_ran_out():
+    """Stopping on the evaluation budget (2·max_iter + 10) before max_iter iterations is
+    reported as ``max_evals``, not as convergence."""
+    res = fit_lbfgs(_Kink(), max_iter=5)
+    assert res.n_evals >= 2 * 5 + 10
+    assert len(res.history) < 5
+    assert res.reason == "max_evals" and not res.converged

@@ -157,21 +157,38 @@ class _LogHadamard(torch.autograd.Function):
     log| | and sign are taken on the compressed matrices and gathered (float log,
     int8 sign). Backward: ∂Φ_pn/∂Bᵢ = Φ_pn / Bᵢ, and all p columns that share a
     compressed column of Bᵢ share that divisor, so the gradient is
-    Bᵢ⁻¹ ⊙ (S⁽ⁱ⁾ (G ⊙ Φ)) — one c x p x n product per dimension, no n x p temporary
+    Bᵢ⁻¹ ⊙ (S⁽ⁱ⁾ᵀ (G ⊙ Φ)) — an O(p·n) row sum per dimension, no n x p temporary
     per dimension (exact unless an entry of Φ underflows below the smallest double
-    while its Bᵢ does not). Exact zeros in some Bᵢ take a log-space path instead.
+    while its Bᵢ does not).
+
+    Exact zeros in some Bᵢ (the paper: "when the sign of an element is zero, we do not
+    compute the log"): the logs are then summed over the non-zero factors only, giving
+    the cofactor C = Π_{nonzero} Bⱼ e^s and the count of zero factors per entry; Φ is
+    C where the count is 0 and 0 elsewhere. Where exactly one factor Bᵢ is 0,
+    ∂Φ/∂Bᵢ = C (the fast path's Φ/Bᵢ would be 0/0); with two or more zeros every
+    factor's gradient is 0, which the fast path gives already.
     """
 
     @staticmethod
     def forward(ctx, log_scale, maps, *Bts):  # noqa: D102
-        logsum = sign = None
-        for Bt, inv in zip(Bts, maps):
-            la, sg = torch.log(Bt.abs())[inv], torch.sign(Bt).to(torch.int8)[inv]
+        zero_masks = [Bt == 0 for Bt in Bts]
+        has_zeros = any(bool(z.any()) for z in zero_masks)
+        logsum = sign = count = None
+        for Bt, z, inv in zip(Bts, zero_masks, maps):
+            if has_zeros:
+                la = torch.log(torch.where(z, 1.0, Bt.abs()))[inv]
+                sg = torch.where(z, 1, torch.sign(Bt).to(torch.int8))[inv]
+                zi = z.to(torch.int16)[inv]  # int16: up to 32767 dimensions
+                count = zi if count is None else count.add_(zi)
+            else:
+                la, sg = torch.log(Bt.abs())[inv], torch.sign(Bt).to(torch.int8)[inv]
             logsum = la if logsum is None else logsum.add_(la)
             sign = sg if sign is None else sign.mul_(sg)
-        out = logsum.add_(log_scale[:, None]).exp_().mul_(sign)  # log|0| = −inf → 0
+        cof = logsum.add_(log_scale[:, None]).exp_().mul_(sign)
+        out = torch.where(count == 0, cof, 0.0) if has_zeros else cof
         ctx.maps = maps
         ctx.save_for_backward(log_scale, out, *Bts)
+        ctx.cofactor = (cof, count) if has_zeros else None
         return out
 
     @staticmethod
@@ -179,51 +196,30 @@ class _LogHadamard(torch.autograd.Function):
     def backward(ctx, G):  # noqa: D102
         log_scale, out, *Bts = ctx.saved_tensors
         maps = ctx.maps
-        if any(bool((Bt == 0).any()) for Bt in Bts):
-            return _backward_with_zeros(ctx, G, log_scale, Bts, maps)
         GO = G * out
         g_scale = GO.sum(1) if ctx.needs_input_grad[0] else None
-        grads = [(_one_hot(inv, Bt).mT @ GO) / Bt if need else None
-                 for Bt, inv, need in zip(Bts, maps, ctx.needs_input_grad[2:])]
+        H = None  # G ⊙ cofactor where an entry has exactly one zero factor
+        if ctx.cofactor is not None:
+            cof, count = ctx.cofactor
+            H = torch.where(count == 1, G * cof, 0.0)
+        grads = []
+        for Bt, inv, need in zip(Bts, maps, ctx.needs_input_grad[2:]):
+            if not need:
+                grads.append(None)
+                continue
+            z = Bt == 0
+            grad = _gather_rows(GO, inv, Bt.shape[0]) / torch.where(z, 1.0, Bt)
+            if H is not None and bool(z.any()):
+                grad = torch.where(z, _gather_rows(H, inv, Bt.shape[0]), grad)
+            grads.append(grad)
+        ctx.cofactor = None
         return (g_scale, None, *grads)
 
 
-def _one_hot(inv: torch.Tensor, Bt: torch.Tensor) -> torch.Tensor:
-    """(p, c) 0/1 matrix: gathered row → compressed row."""
-    return torch.nn.functional.one_hot(inv, Bt.shape[0]).to(Bt.dtype)
-
-
-def _log_abs(B: torch.Tensor):
-    """(log|B| with 0 where B = 0, sign(B) with zeros counted as +1, B == 0)."""
-    z = B == 0
-    la = torch.where(z, 0.0, torch.log(torch.where(z, 1.0, B.abs())))
-    return la, torch.where(z, 1.0, torch.sign(B)), z
-
-
-def _backward_with_zeros(ctx, G, log_scale, Bts, maps):
-    """Exact backward when some Bᵢ entries are 0 (the paper: "when the sign of an
-    element is zero, we do not compute the log"): Π_{j≠i} Bⱼ e^s is formed in log
-    space from the non-zero factors and vanishes unless Bᵢ is the entry's only zero."""
-    parts = [_log_abs(Bt) for Bt in Bts]
-    logsum = sign_nz = zeros = None
-    for (la, sg, z), inv in zip(parts, maps):
-        la, sg, z = la[inv], sg[inv], z[inv].to(torch.int32)
-        logsum = la if logsum is None else logsum + la
-        sign_nz = sg if sign_nz is None else sign_nz * sg
-        zeros = z if zeros is None else zeros + z
-    logsum = logsum + log_scale[:, None]
-    g_scale = None
-    if ctx.needs_input_grad[0]:
-        g_scale = (G * torch.where(zeros == 0, sign_nz, 0.0) * torch.exp(logsum)).sum(1)
-    grads = []
-    for Bt, (la, sg, z), inv, need in zip(Bts, parts, maps, ctx.needs_input_grad[2:]):
-        if not need:
-            grads.append(None)
-            continue
-        others = torch.where(zeros == z[inv].to(torch.int32), sign_nz * sg[inv], 0.0) \
-            * torch.exp(logsum - la[inv])
-        grads.append(_one_hot(inv, Bt).mT @ (G * others))
-    return (g_scale, None, *grads)
+def _gather_rows(M: torch.Tensor, inv: torch.Tensor, c: int) -> torch.Tensor:
+    """S⁽ⁱ⁾ᵀ M for the (p, c) 0/1 map S⁽ⁱ⁾ of ``inv``: row k is the sum of the rows
+    of M (p x n) that gathered compressed row k. O(p·n)."""
+    return M.new_zeros(c, M.shape[1]).index_add_(0, inv, M)
 
 
 def kr_kron_select(

@@ -100,8 +100,9 @@ def _perturb(model: nn.Module, gen: torch.Generator) -> None:
 
 def _one_run(model, objective, params, max_iter, tol_grad, tol_change, history_size,
              progress, t0):
+    max_eval = max_iter * 2 + 10
     opt = torch.optim.LBFGS(
-        params, lr=1.0, max_iter=max_iter, max_eval=max_iter * 2 + 10,
+        params, lr=1.0, max_iter=max_iter, max_eval=max_eval,
         tolerance_grad=tol_grad, tolerance_change=tol_change,
         history_size=history_size, line_search_fn="strong_wolfe",
     )
@@ -135,6 +136,8 @@ def _one_run(model, objective, params, max_iter, tol_grad, tol_change, history_s
         n_iter = opt.state[opt._params[0]].get("n_iter", 0)
         if n_iter >= max_iter:
             reason = "max_iter"
+        elif state["n_evals"] >= max_eval:  # the line searches spent the budget
+            reason = "max_evals"
     except KeyboardInterrupt:
         reason = "interrupted"
     finally:
