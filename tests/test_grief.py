@@ -323,6 +323,19 @@ def test_grief_ii_improves_nlml_and_recovers_noise():
     assert true_noise / 3 < float(model2.noise.detach()) < 3 * true_noise
 
 
+def test_grief_ii_ftol_reaches_lbfgs():
+    """A loose relative ftol ends GRIEF-II's L-BFGS earlier; ftol = 0 is torch's tests
+    alone."""
+    problem = _grief_problem()
+    X, y = problem.X, problem.y
+    kw = dict(p=30, init="none", lengthscale=3.0, noise=0.5, outputscale=0.2, max_iter=12)
+    _, tight = fit_grief_ii(X, y, ftol=0.0, **kw)
+    _, loose = fit_grief_ii(X, y, ftol=1e-2, **kw)
+    assert loose.reason == "converged"
+    assert loose.n_evals < tight.n_evals
+    assert tight.objective <= loose.objective < tight.history[0]["objective"]
+
+
 def _grief_problem(n=120, p=30, noise=0.05, seed=3):
     g = torch.Generator().manual_seed(seed)
     X = torch.rand(n, 2, generator=g, dtype=F64) * 4 - 2

@@ -62,3 +62,26 @@ def test_fit_lbfgs_says_when_the_evaluation_budget_ran_out():
     assert res.n_evals >= 2 * 5 + 10
     assert len(res.history) < 5
     assert res.reason == "max_evals" and not res.converged
+
+
+class _Rosenbrock(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.x = nn.Parameter(torch.tensor([-1.2, 1.0], dtype=torch.float64))
+
+    def nlml(self):
+        a, b = self.x
+        return (1 - a) ** 2 + 100 * (b - a * a) ** 2
+
+
+def test_fit_lbfgs_relative_ftol_stops_early_and_zero_changes_nothing():
+    full = fit_lbfgs(_Rosenbrock(), max_iter=200)
+    assert full.objective < 1e-8
+    same = fit_lbfgs(_Rosenbrock(), max_iter=200, ftol=0.0)
+    assert same.n_evals == full.n_evals and same.objective == full.objective
+    loose = fit_lbfgs(_Rosenbrock(), max_iter=200, ftol=1e-2)
+    assert loose.reason == "converged" and loose.converged
+    assert loose.n_evals < full.n_evals
+    assert full.objective <= loose.objective < 24.2  # it did descend from f(x0) = 24.2
+    with pytest.raises(ValueError, match="ftol"):
+        fit_lbfgs(_Rosenbrock(), ftol=-1.0)

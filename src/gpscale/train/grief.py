@@ -87,6 +87,7 @@ def fit_grief_ii(
     outputscale: float | None = None,
     noise: float | None = None,
     max_iter: int = 100,
+    ftol: float = 1e-6,
     init_max_iter: int = 100,
     rescale_init: bool = True,
     chunk: int | None = None,
@@ -104,7 +105,12 @@ def fit_grief_ii(
     1, var(y), var(y)/10); explicit values override the exact initialisation.
     ``rescale_init``: then move the signal variance and σ² (those not given
     explicitly) to the best point of a log grid for the GRIEF model itself at the
-    initial lengthscales (:func:`set_best_scale_and_noise`; never worse). X and y
+    initial lengthscales (:func:`set_best_scale_and_noise`; never worse). L-BFGS
+    stops after ``max_iter`` iterations or once an iteration lowers the NLML by less
+    than ``ftol`` relative (:func:`~gpscale.train.lbfgs.fit_lbfgs`): the top-p
+    selection makes the NLML piecewise smooth in the lengthscales, and without this
+    test the line searches spend the evaluation budget bracketing one of its jumps
+    (elevators: iterations 8–20 took 690 of 780 s and gained 0.55 of 7194 nats). X and y
     are used as given (standardise them first, as ``gpscale.fit`` does). The
     result's ``wall_s`` includes the initialisation.
     """
@@ -142,7 +148,7 @@ def fit_grief_ii(
         set_best_scale_and_noise(model, fix_scale=outputscale is not None,
                                  fix_noise=noise is not None)
     result = fit_lbfgs(model, max_iter=max_iter, seed=seed, progress=progress,
-                       method="grief-ii")
+                       method="grief-ii", ftol=ftol)
     result.wall_s = time.perf_counter() - t0
     return model, result
 

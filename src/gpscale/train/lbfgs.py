@@ -27,6 +27,7 @@ def fit_lbfgs(
     history_size: int = 20,
     progress: bool = False,
     method: str = "exact",
+    ftol: float | None = None,
 ) -> FitResult:
     """Minimise ``objective()`` (default ``model.nlml()``) over the trainable parameters.
 
@@ -35,7 +36,16 @@ def fit_lbfgs(
     lowest objective wins. Evaluations where the covariance cannot be factorised
     count as a very large objective, so the line search backs off. Ctrl-C stops the
     search and keeps the best parameters seen so far.
+
+    ``tol_grad`` and ``tol_change`` are torch's (absolute) tests. ``ftol`` adds
+    scipy's relative one: stop (``reason="converged"``) once an iteration lowers the
+    best objective by less than ftol·max(|f|, 1). For piecewise-smooth objectives
+    (GRIEF's top-p selection jumps as the lengthscales move) this ends the search at
+    the step where the line searches keep bracketing a jump with a gradient that
+    never vanishes, instead of spending the evaluation budget there.
     """
+    if ftol is not None and not ftol >= 0:
+        raise ValueError(f"ftol must be a non-negative number or None, got {ftol!r}")
     objective = objective if objective is not None else model.nlml
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
@@ -50,7 +60,7 @@ def fit_lbfgs(
         if run > 0:
             _perturb(model, gen)
         out = _one_run(model, objective, params, max_iter, tol_grad, tol_change,
-                       history_size, progress, t0)
+                       history_size, progress, t0, ftol)
         total_evals += out["n_evals"]
         if out["best_f"] < best_f or best_run is None:
             best_f, best_params, best_run = out["best_f"], out["best_params"], out
@@ -98,19 +108,31 @@ def _perturb(model: nn.Module, gen: torch.Generator) -> None:
         setattr(sub, desc.name, (value * factor.to(value.device)).clamp_min(2 * desc.floor))
 
 
+class _Stalled(Exception):
+    """An iteration lowered the objective by less than the relative ``ftol``."""
+
+
 def _one_run(model, objective, params, max_iter, tol_grad, tol_change, history_size,
-             progress, t0):
+             progress, t0, ftol=None):
     max_eval = max_iter * 2 + 10
     opt = torch.optim.LBFGS(
         params, lr=1.0, max_iter=max_iter, max_eval=max_eval,
         tolerance_grad=tol_grad, tolerance_change=tol_change,
         history_size=history_size, line_search_fn="strong_wolfe",
     )
-    state = {"best_f": math.inf, "best_params": snapshot(params), "n_evals": 0}
+    state = {"best_f": math.inf, "best_params": snapshot(params), "n_evals": 0,
+             "iter": 0, "best_at_iter_start": math.inf}
     per_iter: dict[int, dict] = {}
     bar = tqdm(total=max_iter, desc="L-BFGS", disable=not progress, leave=False)
 
     def closure():
+        it = opt.state[opt._params[0]].get("n_iter", 0)
+        if it != state["iter"]:  # the first evaluation of a new iteration
+            before, now = state["best_at_iter_start"], state["best_f"]
+            if (ftol is not None and math.isfinite(before)
+                    and before - now < ftol * max(abs(now), 1.0)):
+                raise _Stalled
+            state["iter"], state["best_at_iter_start"] = it, now
         opt.zero_grad()
         state["n_evals"] += 1
         f = guarded(objective, state["best_f"], params[0].dtype)
@@ -120,7 +142,6 @@ def _one_run(model, objective, params, max_iter, tol_grad, tol_change, history_s
         fv = float(f.detach())
         if fv < state["best_f"]:
             state["best_f"], state["best_params"] = fv, snapshot(params)
-        it = opt.state[opt._params[0]].get("n_iter", 0)
         grad_norm = math.sqrt(sum(float((p.grad**2).sum()) for p in params
                                   if p.grad is not None))
         per_iter[it] = {"iter": it, "objective": fv, "grad_norm": grad_norm,
@@ -138,6 +159,8 @@ def _one_run(model, objective, params, max_iter, tol_grad, tol_change, history_s
             reason = "max_iter"
         elif state["n_evals"] >= max_eval:  # the line searches spent the budget
             reason = "max_evals"
+    except _Stalled:
+        reason = "converged"
     except KeyboardInterrupt:
         reason = "interrupted"
     finally:
