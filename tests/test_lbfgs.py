@@ -85,3 +85,18 @@ def test_fit_lbfgs_relative_ftol_stops_early_and_zero_changes_nothing():
     assert full.objective <= loose.objective < 24.2  # it did descend from f(x0) = 24.2
     with pytest.raises(ValueError, match="ftol"):
         fit_lbfgs(_Rosenbrock(), ftol=-1.0)
+
+
+def test_fit_lbfgs_max_ls_caps_the_evaluations_of_one_iteration():
+    """On the kink every line search brackets at length; with max_ls = 3 the search
+    stops at the first iteration that needs a fourth evaluation, keeping the best
+    point seen."""
+    uncapped = fit_lbfgs(_Kink(), max_iter=5)
+    model = _Kink()
+    res = fit_lbfgs(model, max_iter=5, max_ls=3)
+    assert res.reason == "line_search" and not res.converged
+    assert res.n_evals < uncapped.n_evals
+    assert res.objective == pytest.approx(float(model.nlml().detach()))
+    assert res.objective < 1000 * 2 + 2  # below the start
+    with pytest.raises(ValueError, match="max_ls"):
+        fit_lbfgs(_Kink(), max_ls=0)

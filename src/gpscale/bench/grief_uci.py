@@ -140,7 +140,7 @@ def run_fold(name: str, fold: int, method: str, args, device) -> dict:
         train_s = time.perf_counter() - t0
         mean, _ = model.predict(Xs)
         row.update(p=model.features.num_features, log10_m=model.features.log10_m,
-                   iters=len(res.history), converged=res.converged)
+                   iters=len(res.history), evals=res.n_evals, reason=res.reason)
     else:
         post, chain = fit_grief_i(X, y, p=args.p_i, m_bar=10, kernel="rbf",
                                   n_iter=args.mcmc_iter, burn=args.burn, thin=args.thin,

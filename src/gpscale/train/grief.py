@@ -87,7 +87,8 @@ def fit_grief_ii(
     outputscale: float | None = None,
     noise: float | None = None,
     max_iter: int = 100,
-    ftol: float = 1e-6,
+    ftol: float = 1e-8,
+    max_ls: int | None = 20,
     init_max_iter: int = 100,
     rescale_init: bool = True,
     chunk: int | None = None,
@@ -110,7 +111,9 @@ def fit_grief_ii(
     than ``ftol`` relative (:func:`~gpscale.train.lbfgs.fit_lbfgs`): the top-p
     selection makes the NLML piecewise smooth in the lengthscales, and without this
     test the line searches spend the evaluation budget bracketing one of its jumps
-    (elevators: iterations 8–20 took 690 of 780 s and gained 0.55 of 7194 nats). X and y
+    (elevators: iterations 8–20 took 690 of 780 s and gained 0.55 of 7194 nats);
+    ``max_ls`` likewise ends it when one iteration needs more than that many
+    evaluations (scipy's ``maxls`` default). X and y
     are used as given (standardise them first, as ``gpscale.fit`` does). The
     result's ``wall_s`` includes the initialisation.
     """
@@ -148,7 +151,7 @@ def fit_grief_ii(
         set_best_scale_and_noise(model, fix_scale=outputscale is not None,
                                  fix_noise=noise is not None)
     result = fit_lbfgs(model, max_iter=max_iter, seed=seed, progress=progress,
-                       method="grief-ii", ftol=ftol)
+                       method="grief-ii", ftol=ftol, max_ls=max_ls)
     result.wall_s = time.perf_counter() - t0
     return model, result
 

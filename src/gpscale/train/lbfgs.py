@@ -28,6 +28,7 @@ def fit_lbfgs(
     progress: bool = False,
     method: str = "exact",
     ftol: float | None = None,
+    max_ls: int | None = None,
 ) -> FitResult:
     """Minimise ``objective()`` (default ``model.nlml()``) over the trainable parameters.
 
@@ -42,10 +43,16 @@ def fit_lbfgs(
     best objective by less than ftol·max(|f|, 1). For piecewise-smooth objectives
     (GRIEF's top-p selection jumps as the lengthscales move) this ends the search at
     the step where the line searches keep bracketing a jump with a gradient that
-    never vanishes, instead of spending the evaluation budget there.
+    never vanishes, instead of spending the evaluation budget there. ``max_ls``
+    (scipy's ``maxls``): stop (``reason="line_search"``) when one iteration needs
+    more than this many evaluations; torch's own cap is 25 per bracketing and 25 per
+    zoom phase. Either way the best parameters seen are kept.
     """
     if ftol is not None and not ftol >= 0:
         raise ValueError(f"ftol must be a non-negative number or None, got {ftol!r}")
+    if max_ls is not None and (isinstance(max_ls, bool) or not isinstance(max_ls, int)
+                               or max_ls < 1):
+        raise ValueError(f"max_ls must be a positive int or None, got {max_ls!r}")
     objective = objective if objective is not None else model.nlml
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
@@ -60,7 +67,7 @@ def fit_lbfgs(
         if run > 0:
             _perturb(model, gen)
         out = _one_run(model, objective, params, max_iter, tol_grad, tol_change,
-                       history_size, progress, t0, ftol)
+                       history_size, progress, t0, ftol, max_ls)
         total_evals += out["n_evals"]
         if out["best_f"] < best_f or best_run is None:
             best_f, best_params, best_run = out["best_f"], out["best_params"], out
@@ -108,12 +115,16 @@ def _perturb(model: nn.Module, gen: torch.Generator) -> None:
         setattr(sub, desc.name, (value * factor.to(value.device)).clamp_min(2 * desc.floor))
 
 
-class _Stalled(Exception):
-    """An iteration lowered the objective by less than the relative ``ftol``."""
+class _Stop(Exception):
+    """The relative ``ftol`` or the line-search cap ``max_ls`` ended the search."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
 
 
 def _one_run(model, objective, params, max_iter, tol_grad, tol_change, history_size,
-             progress, t0, ftol=None):
+             progress, t0, ftol=None, max_ls=None):
     max_eval = max_iter * 2 + 10
     opt = torch.optim.LBFGS(
         params, lr=1.0, max_iter=max_iter, max_eval=max_eval,
@@ -121,7 +132,7 @@ def _one_run(model, objective, params, max_iter, tol_grad, tol_change, history_s
         history_size=history_size, line_search_fn="strong_wolfe",
     )
     state = {"best_f": math.inf, "best_params": snapshot(params), "n_evals": 0,
-             "iter": 0, "best_at_iter_start": math.inf}
+             "iter": 0, "best_at_iter_start": math.inf, "iter_evals": 0}
     per_iter: dict[int, dict] = {}
     bar = tqdm(total=max_iter, desc="L-BFGS", disable=not progress, leave=False)
 
@@ -131,8 +142,11 @@ def _one_run(model, objective, params, max_iter, tol_grad, tol_change, history_s
             before, now = state["best_at_iter_start"], state["best_f"]
             if (ftol is not None and math.isfinite(before)
                     and before - now < ftol * max(abs(now), 1.0)):
-                raise _Stalled
-            state["iter"], state["best_at_iter_start"] = it, now
+                raise _Stop("converged")
+            state["iter"], state["best_at_iter_start"], state["iter_evals"] = it, now, 0
+        state["iter_evals"] += 1
+        if max_ls is not None and it > 0 and state["iter_evals"] > max_ls:
+            raise _Stop("line_search")
         opt.zero_grad()
         state["n_evals"] += 1
         f = guarded(objective, state["best_f"], params[0].dtype)
@@ -159,8 +173,8 @@ def _one_run(model, objective, params, max_iter, tol_grad, tol_change, history_s
             reason = "max_iter"
         elif state["n_evals"] >= max_eval:  # the line searches spent the budget
             reason = "max_evals"
-    except _Stalled:
-        reason = "converged"
+    except _Stop as stop:
+        reason = stop.reason
     except KeyboardInterrupt:
         reason = "interrupted"
     finally:
