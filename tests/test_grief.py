@@ -157,14 +157,16 @@ def _dense_nystrom(f, X):
     return Kxu @ torch.linalg.solve(k(U, U), Kxu.mT), k(X, X)
 
 
-@pytest.mark.parametrize("kernel", ["rbf", "matern12", "matern32", "matern52"])
-def test_phi_phiT_is_dense_nystrom_at_p_equals_m(device, kernel):
+@pytest.mark.parametrize("kernel,grid", [("rbf", "uniform"), ("matern12", "uniform"),
+                                         ("matern32", "uniform"), ("matern52", "uniform"),
+                                         ("rbf", "quantile"), ("matern32", "quantile")])
+def test_phi_phiT_is_dense_nystrom_at_p_equals_m(device, kernel, grid):
     g = torch.Generator().manual_seed(2)
     X = torch.rand(25, 3, generator=g, dtype=F64) * 2 - 1
     X[:, 2] = torch.tensor([-0.5, 0.0, 0.7], dtype=F64)[torch.arange(25) % 3]  # 3 values
     X = X.to(device)
     f = GriefFeatures(X, num_features=10**6, m_bar=4, kernel=kernel,
-                      lengthscale=[0.6, 0.8, 0.5], device=device)
+                      lengthscale=[0.6, 0.8, 0.5], grid=grid, device=device)
     assert f.grid_sizes == [4, 4, 3] and f.num_features == 48
     phi = f(X)
     ny, _ = _dense_nystrom(f, X)
@@ -180,6 +182,33 @@ def test_grid_rules():
     f = GriefFeatures(X, num_features=100, m_bar=3)
     assert f.grid_sizes == [3, 1] and f.num_features == 3
     assert torch.isfinite(f(X)).all()
+
+
+def test_quantile_grid_follows_the_data():
+    """Quantile grid: data values at the levels 0, 1/(m̄−1), …, 1 (nearest rank),
+    so it spans the range; on a heavy-tailed column it puts most points where the
+    data are, where the uniform grid puts one."""
+    x = torch.tensor([3.0, -1.0, 2.0, 3.0, 0.5, 7.0], dtype=F64)
+    torch.testing.assert_close(grid_1d(x, 3, "quantile"),  # sorted [-1, .5, 2, 3, 3, 7]
+                               torch.tensor([-1.0, 2.0, 7.0], dtype=F64))  # ranks 0, 2.5→2, 5
+    torch.testing.assert_close(grid_1d(x, 10, "quantile"), torch.unique(x))  # ≤ m̄ values
+    g = torch.Generator().manual_seed(0)
+    tail = torch.cat([torch.randn(990, generator=g, dtype=F64),
+                      50 + 10 * torch.rand(10, generator=g, dtype=F64)])  # 1 % outliers
+    q, u = grid_1d(tail, 10, "quantile"), grid_1d(tail, 10, "uniform")
+    assert q.numel() == 10 and bool((q[1:] > q[:-1]).all())
+    assert float(q[0]) == float(tail.min()) and float(q[-1]) == float(tail.max())
+    assert bool(torch.isin(q, tail).all())
+    bulk = (tail.quantile(0.01), tail.quantile(0.99))
+    inside = [int(((v >= bulk[0]) & (v <= bulk[1])).sum()) for v in (q, u)]
+    assert inside[0] >= 7 and inside[1] <= 1
+    tied = torch.cat([torch.zeros(95, dtype=F64), torch.linspace(1, 5, 25, dtype=F64)])
+    assert torch.equal(grid_1d(tied, 10, "quantile")[:1], torch.zeros(1, dtype=F64))
+    assert grid_1d(tied, 10, "quantile").unique().numel() == grid_1d(tied, 10, "quantile").numel()
+    with pytest.raises(ValueError, match="grid"):
+        grid_1d(x, 3, "kmeans")
+    with pytest.raises(ValueError, match="grid"):
+        GriefFeatures(tail[:, None], 5, grid="kmeans")
 
 
 def test_truncated_features_are_a_projection_in_high_dimension():
@@ -221,6 +250,27 @@ def test_lengthscale_gradient_matches_finite_differences(kernel):
             fd.append((vals[0] - vals[1]) / (2 * eps))
         raw.copy_(base)
     torch.testing.assert_close(grad, torch.tensor(fd, dtype=F64), rtol=1e-6, atol=1e-7)
+
+
+def test_frozen_selection_holds_the_eigenpairs_while_the_lengthscales_move():
+    """Inside ``frozen_selection`` the selected eigenpairs are those at entry even
+    where the top-p set has changed; Φ is then eq. 4 on those pairs (dense Theorem 2
+    product); on exit the top-p selection is back."""
+    g = torch.Generator().manual_seed(11)
+    X = torch.rand(40, 3, generator=g, dtype=F64) * 2 - 1
+    f = GriefFeatures(X, num_features=15, m_bar=5, lengthscale=[0.3, 1.0, 2.0])
+    with f.frozen_selection() as held:
+        f.lengthscale = torch.tensor([2.0, 0.2, 0.8], dtype=F64)  # reorders the top set
+        Qs, logs = f.spectrum()
+        assert torch.equal(f.selection(logs)[0], held)
+        phi = f(X)
+    top = kron_top_p([v.detach() for v in logs], 15)[1]
+    assert not torch.equal(top, held)  # the move did cross eigenvalue products
+    assert torch.equal(f.selection(logs)[0], top)
+    Ks = [kernel_1d("rbf", X[:, i], f.grid_points(i), f.lengthscale[i]) for i in range(3)]
+    log_lam = sum(v[held[:, i]] for i, v in enumerate(logs))
+    want = kr_kron_select_direct(Ks, Qs, held) * torch.exp(-0.5 * log_lam)
+    torch.testing.assert_close(phi, want, rtol=1e-10, atol=1e-12)
 
 
 # -- re-weighted kernel: O(p³) and O(p) LML (eq. 16-18) -----------------------------

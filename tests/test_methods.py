@@ -64,3 +64,24 @@ def test_grief_i_method_mixture_predicts_and_round_trips(tmp_path):
         gpscale.fit(X, y, method="grief-i", n_iter=100, burn=100)
     with pytest.raises(ValueError, match="RBF or Matérn"):
         gpscale.fit(X, y, method="grief-i", kernel="periodic")
+
+
+@pytest.mark.parametrize("method,options", [
+    ("grief-ii", {"max_iter": 10}), ("grief-i", {"num_features": 40, "n_iter": 300,
+                                                  "burn": 100, "thin": 10})])
+def test_grief_quantile_grid_reaches_the_features_and_round_trips(method, options, tmp_path):
+    """grid="quantile" on a column that is 0 on 70 % of the rows: the merged quantile
+    grid is smaller than the uniform one, and a saved model rebuilds the same grid."""
+    X, y = _data()
+    X[: int(0.7 * len(X)), 1] = 0.0
+    pred = gpscale.fit(X, y, method=method, grid="quantile", **options)
+    f = pred.model.features
+    assert f.grid_kind == "quantile" and f.grid_sizes[1] < 10 == f.grid_sizes[0]
+    mean, std = pred.predict(X[:40], return_std=True)
+    loaded = gpscale.load(pred.save(tmp_path / "model.pt"))
+    assert loaded.model.features.grid_sizes == f.grid_sizes
+    m2, s2 = loaded.predict(X[:40], return_std=True)
+    np.testing.assert_allclose(m2, mean, rtol=1e-10, atol=1e-10)
+    np.testing.assert_allclose(s2, std, rtol=1e-10, atol=1e-10)
+    with pytest.raises(ValueError, match="grid"):
+        gpscale.fit(X, y, method=method, grid="kmeans", **options)

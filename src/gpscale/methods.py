@@ -65,22 +65,25 @@ def fit_rff(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, num_features: int 
 
 def fit_grief(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, num_features: int | None = None,
               m_bar: int = 10, max_iter: int = 100, seed: int = 0, progress: bool = False,
+              grid: str = "uniform",
               device: torch.device | str | None = None) -> tuple[FeatureGP, FitResult]:
     """GP-GRIEF-II (Evans & Nair 2018): p = ``num_features`` eigenfunctions of a grid of
-    ``m_bar``^d inducing points (default p = min(1000, 10^⌊log10 n⌋)), initialised by
-    exact ML-II on up to 1000 points, then ML-II by L-BFGS."""
+    ``m_bar``^d inducing points (default p = min(1000, 10^⌊log10 n⌋); ``grid``
+    "uniform" or "quantile" placement per column), initialised by exact ML-II on up
+    to 1000 points, then ML-II by L-BFGS."""
     kind, _ = _spectral_kind(kernel, "grief-ii")
     return fit_grief_ii(X, y, p=num_features, m_bar=_check_int("m_bar", m_bar, 1), kernel=kind,
-                        max_iter=_check_int("max_iter", max_iter, 1), seed=seed,
+                        grid=grid, max_iter=_check_int("max_iter", max_iter, 1), seed=seed,
                         progress=progress, device=device)
 
 
 def fit_grief_mcmc(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, num_features: int = 1000,
                    m_bar: int = 10, n_iter: int = 10_000, burn: int = 1000, thin: int = 50,
-                   seed: int = 0, progress: bool = False,
+                   seed: int = 0, progress: bool = False, grid: str = "uniform",
                    device: torch.device | str | None = None) -> tuple[GriefIPosterior, FitResult]:
     """GP-GRIEF-I (Evans & Nair 2018): MALA over the p eigenfunction weights and σ²
-    (base kernel fixed at the exact-GP initialisation); predictions average the draws.
+    (base kernel fixed at the exact-GP initialisation, grid placed by ``grid``);
+    predictions average the draws.
     The FitResult's objective is the mean negative log posterior of the kept draws;
     acceptance rate, step size and effective sample sizes are in its last history row."""
     kind, _ = _spectral_kind(kernel, "grief-i")
@@ -90,9 +93,9 @@ def fit_grief_mcmc(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, num_feature
         _check_int(name, value, low)
     if burn >= n_iter:
         raise ValueError(f"burn={burn} must be smaller than n_iter={n_iter}")
-    post, chain = fit_grief_i(X, y, p=num_features, m_bar=m_bar, kernel=kind, n_iter=n_iter,
-                              burn=burn, thin=thin, seed=seed, progress=progress,
-                              device=device)
+    post, chain = fit_grief_i(X, y, p=num_features, m_bar=m_bar, kernel=kind, grid=grid,
+                              n_iter=n_iter, burn=burn, thin=thin, seed=seed,
+                              progress=progress, device=device)
     ess = chain.ess.cpu()
     diagnostics = {"iter": chain.n_iter, "acceptance_rate": chain.acceptance_rate,
                    "step_size": chain.step_size, "ess_min": float(ess.min()),
@@ -112,8 +115,8 @@ def fit_grief_mcmc(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, num_feature
 def _grief_i_options(model: GriefIPosterior) -> dict[str, Any]:
     f = model.features
     return {"dtype": str(model.w.dtype).removeprefix("torch."), "num_features": f.num_features,
-            "kernel": f.kernel, "m_bar": f.m_bar, "eig_floor": f.eig_floor,
-            "gap_tol": f.gap_tol, "normalize": model.normalize}
+            "kernel": f.kernel, "m_bar": f.m_bar, "grid": f.grid_kind,
+            "eig_floor": f.eig_floor, "gap_tol": f.gap_tol, "normalize": model.normalize}
 
 
 def _grief_i_rebuild(kernel: Kernel | None, state: dict[str, torch.Tensor],
@@ -121,7 +124,8 @@ def _grief_i_rebuild(kernel: Kernel | None, state: dict[str, torch.Tensor],
     dtype = _as_dtype(opts["dtype"])
     X = state["X"].to(dtype)
     feats = GriefFeatures(X, opts["num_features"], m_bar=opts["m_bar"], kernel=opts["kernel"],
-                          eig_floor=opts["eig_floor"], gap_tol=opts["gap_tol"], dtype=dtype)
+                          grid=opts.get("grid", "uniform"), eig_floor=opts["eig_floor"],
+                          gap_tol=opts["gap_tol"], dtype=dtype)
     feats.raw_lengthscale.requires_grad_(False)
     z = {k: torch.zeros_like(v, dtype=dtype) for k, v in state.items()}  # shapes only
     return GriefIPosterior(feats, z["scale"], z["V"], z["sv2"], z["r"], z["w"], z["noise"],
@@ -137,7 +141,7 @@ def _feature_options(model: nn.Module) -> dict[str, Any]:
                 "ard": f.lengthscale.numel() > 1}
     if isinstance(f, GriefFeatures):
         return {**common, "features": "grief", "kernel": f.kernel, "m_bar": f.m_bar,
-                "eig_floor": f.eig_floor, "gap_tol": f.gap_tol}
+                "grid": f.grid_kind, "eig_floor": f.eig_floor, "gap_tol": f.gap_tol}
     if (extra := feature_config(f)) is not None:  # neural / scaled RFF (stochastic methods)
         return {**common, **extra}
     raise ValueError(f"cannot save a FeatureGP on {type(f).__name__} features")
@@ -155,8 +159,9 @@ def _feature_rebuild(kernel: Kernel | None, state: dict[str, torch.Tensor],
                                       dtype=dtype)
     else:  # the grid is a function of the training inputs, saved in the state
         feats = GriefFeatures(X, opts["num_features"], m_bar=opts["m_bar"],
-                              kernel=opts["kernel"], eig_floor=opts["eig_floor"],
-                              gap_tol=opts["gap_tol"], dtype=dtype)
+                              kernel=opts["kernel"], grid=opts.get("grid", "uniform"),
+                              eig_floor=opts["eig_floor"], gap_tol=opts["gap_tol"],
+                              dtype=dtype)
     return FeatureGP(feats, X, y, weights=opts["weights"], dtype=dtype)
 
 

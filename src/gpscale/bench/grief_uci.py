@@ -23,6 +23,7 @@ import time
 import numpy as np
 import torch
 
+from ..features.grief import GRIDS
 from .harness import register
 
 #: Evans & Nair (2018), "Scalable Gaussian Processes with Grid-Structured Eigenfunctions
@@ -88,6 +89,9 @@ def _arguments(p) -> None:
     p.add_argument("--max-iter", type=int, default=100,
                    help="GRIEF-II L-BFGS iterations (default 100)")
     p.add_argument("--p-i", type=int, default=1000, help="GRIEF-I p (default 1000)")
+    p.add_argument("--grid", default="uniform", choices=GRIDS,
+                   help="grid placement per column: evenly spaced over its range "
+                   "(uniform, default) or at evenly spaced quantiles (quantile)")
     p.add_argument("--time-budget", type=float, default=None,
                    help="seconds; no new (set, fold) is started after this (default: none)")
     p.add_argument("--seed", type=int, default=0, help="seed of the init subset and MCMC")
@@ -135,14 +139,15 @@ def run_fold(name: str, fold: int, method: str, args, device) -> dict:
            "n_train": X.shape[0], "d": X.shape[1]}
     t0 = time.perf_counter()
     if method == "grief-ii":
-        model, res = fit_grief_ii(X, y, m_bar=10, kernel="rbf", max_iter=args.max_iter,
+        model, res = fit_grief_ii(X, y, m_bar=10, kernel="rbf", grid=args.grid,
+                                  max_iter=args.max_iter,
                                   seed=args.seed + fold, device=device)
         train_s = time.perf_counter() - t0
         mean, _ = model.predict(Xs)
         row.update(p=model.features.num_features, log10_m=model.features.log10_m,
                    iters=len(res.history), evals=res.n_evals, reason=res.reason)
     else:
-        post, chain = fit_grief_i(X, y, p=args.p_i, m_bar=10, kernel="rbf",
+        post, chain = fit_grief_i(X, y, p=args.p_i, m_bar=10, kernel="rbf", grid=args.grid,
                                   n_iter=args.mcmc_iter, burn=args.burn, thin=args.thin,
                                   seed=args.seed + fold, device=device)
         train_s = time.perf_counter() - t0
@@ -197,7 +202,7 @@ def run(args, rec) -> None:
                     failed.append(f"{name} fold {fold} {method}: {row['error']}")
                 results.setdefault((name, method), []).append(rec.record(**row))
     _summarise(rec, results, args)
-    rec.summary(folds=folds, large_folds=large_folds, large_n=args.large_n,
+    rec.summary(folds=folds, large_folds=large_folds, large_n=args.large_n, grid=args.grid,
                 methods=list(args.methods), large_methods=list(large_methods),
                 time_budget_s=args.time_budget, skipped=len(skipped))
     rec.summary(failed_fits=len(failed))

@@ -23,6 +23,8 @@ autograd through ``eigh`` return inf/NaN there.
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import torch
 
@@ -32,6 +34,8 @@ from ..params import Positive
 from .base import FeatureMap
 
 KERNELS_1D = ("rbf", "matern12", "matern32", "matern52")
+#: grid placements per input column (see :func:`grid_1d`)
+GRIDS = ("uniform", "quantile")
 
 
 def kernel_1d(kind: str, x: torch.Tensor, u: torch.Tensor, lengthscale: torch.Tensor):
@@ -84,12 +88,25 @@ def sym_eig(A: torch.Tensor, gap_tol: float = 1e-10) -> tuple[torch.Tensor, torc
     return _SymEig.apply(A, gap_tol)
 
 
-def grid_1d(x: torch.Tensor, m_bar: int) -> torch.Tensor:
-    """Grid for one input column: m̄ evenly spaced points over [min x, max x], or the
-    distinct values themselves when there are at most m̄ of them."""
+def grid_1d(x: torch.Tensor, m_bar: int, kind: str = "uniform") -> torch.Tensor:
+    """Grid for one input column, ascending: the distinct values themselves when there
+    are at most m̄ of them; otherwise
+
+    * ``"uniform"``: m̄ evenly spaced points over [min x, max x];
+    * ``"quantile"``: the data values at the m̄ evenly spaced quantile levels
+      0, 1/(m̄−1), …, 1 (nearest rank), repeated values merged, so the grid follows
+      the distribution of the column, as the paper asks of U (§4, footnote 1),
+      and still spans its range. On a heavy-tailed column the uniform grid leaves
+      one or two points where nearly all the data lie."""
+    if kind not in GRIDS:
+        raise ValueError(f"unknown GRIEF grid {kind!r}; choose one of {GRIDS}")
     values = torch.unique(x)
     if values.numel() <= m_bar:
         return values
+    if kind == "quantile":
+        ordered = torch.sort(x).values
+        ranks = torch.round(torch.linspace(0, x.numel() - 1, m_bar, dtype=torch.float64))
+        return torch.unique(ordered[ranks.long().to(x.device)])
     return torch.linspace(float(values[0]), float(values[-1]), m_bar,
                           dtype=x.dtype, device=x.device)
 
@@ -100,13 +117,15 @@ class GriefFeatures(FeatureMap):
 
     Parameters
     ----------
-    X : training inputs (n, d); column i gets a grid of ``m_bar`` points evenly spaced
-        over its range (capped at its number of distinct values, and placed on those
-        values when there are at most ``m_bar``). The grid is fixed after construction.
+    X : training inputs (n, d); column i gets a grid of ``m_bar`` points (capped at
+        its number of distinct values, and placed on those values when there are at
+        most ``m_bar``). The grid is fixed after construction.
     num_features : p, the number of eigenfunctions (capped at m = Π m̄ᵢ).
     kernel : ``"rbf"``, ``"matern12"``, ``"matern32"`` or ``"matern52"`` (a product of
         1-D kernels, one lengthscale per column).
     lengthscale : initial lengthscale(s), one value or one per column.
+    grid : ``"uniform"`` (default: evenly spaced over each column's range) or
+        ``"quantile"`` (at evenly spaced quantiles of each column); see :func:`grid_1d`.
     eig_floor : eigenvalues of each K_UU⁽ⁱ⁾ are clipped below at eig_floor·max λ⁽ⁱ⁾.
     gap_tol : relative eigenvalue gap below which eigenvector derivatives are dropped.
     """
@@ -122,6 +141,7 @@ class GriefFeatures(FeatureMap):
         lengthscale: float | list[float] | torch.Tensor = 1.0,
         eig_floor: float = 1e-12,
         gap_tol: float = 1e-10,
+        grid: str = "uniform",
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
     ) -> None:
@@ -133,15 +153,17 @@ class GriefFeatures(FeatureMap):
             raise ValueError("X contains NaN or inf; remove or impute those rows")
         if kernel not in KERNELS_1D:
             raise ValueError(f"unknown GRIEF base kernel {kernel!r}; choose one of {KERNELS_1D}")
+        if grid not in GRIDS:
+            raise ValueError(f"unknown GRIEF grid {grid!r}; choose one of {GRIDS}")
         if m_bar < 1:
             raise ValueError(f"m_bar (grid points per dimension) must be ≥ 1, got {m_bar}")
         if num_features < 1:
             raise ValueError(f"num_features (p) must be ≥ 1, got {num_features}")
         if not 0.0 < eig_floor < 1.0:
             raise ValueError(f"eig_floor must be in (0, 1), got {eig_floor}")
-        self.d, self.kernel, self.m_bar = X.shape[1], kernel, m_bar
+        self.d, self.kernel, self.m_bar, self.grid_kind = X.shape[1], kernel, m_bar, grid
         self.eig_floor, self.gap_tol = eig_floor, gap_tol
-        grids = [grid_1d(X[:, i], m_bar) for i in range(self.d)]
+        grids = [grid_1d(X[:, i], m_bar, grid) for i in range(self.d)]
         self.grid_sizes = [g.numel() for g in grids]
         padded = X.new_full((self.d, max(self.grid_sizes)), float("nan"))
         for i, g in enumerate(grids):
@@ -155,6 +177,7 @@ class GriefFeatures(FeatureMap):
         if ls.numel() not in (1, self.d):
             raise ValueError(f"lengthscale has {ls.numel()} entries; give one or d = {self.d}")
         self.lengthscale = ls.expand(self.d).clone()
+        self._frozen: torch.Tensor | None = None  # see frozen_selection()
 
     def grid_points(self, i: int) -> torch.Tensor:
         """The m̄ᵢ grid points U⁽ⁱ⁾ of column i."""
@@ -176,11 +199,32 @@ class GriefFeatures(FeatureMap):
     def selection(
         self, log_lams: list[torch.Tensor]
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(idx (p, d), log λ_p (p,)): the p largest eigenvalues of K_UU (Algorithm 1);
-        log λ_p is recomputed from the selected entries so that it stays differentiable."""
-        _, idx = kron_top_p([v.detach() for v in log_lams], self.num_features)
+        """(idx (p, d), log λ_p (p,)): the p largest eigenvalues of K_UU (Algorithm 1),
+        or the selection held by :meth:`frozen_selection`; log λ_p is recomputed from
+        the selected entries so that it stays differentiable."""
+        if self._frozen is not None:
+            idx = self._frozen
+        else:
+            _, idx = kron_top_p([v.detach() for v in log_lams], self.num_features)
         log_lam_p = sum(v[idx[:, i]] for i, v in enumerate(log_lams))
         return idx, log_lam_p
+
+    @contextmanager
+    def frozen_selection(self) -> Iterator[torch.Tensor]:
+        """Hold the selection S_p of the current lengthscales fixed inside the block.
+
+        The top-p set changes as the lengthscales move, so Φ and any objective built on
+        it jump where two eigenvalue products cross; with the selection held, Φ is a
+        smooth function of the lengthscales (the same p eigenpairs of K_UU, no longer
+        necessarily the largest). Yields the held idx (p, d)."""
+        with torch.no_grad():
+            _, logs = self.spectrum()
+            _, idx = kron_top_p(logs, self.num_features)
+        self._frozen = idx
+        try:
+            yield idx
+        finally:
+            self._frozen = None
 
     def log_eigenvalues(self) -> torch.Tensor:
         """log λ_p, the logs of the p largest eigenvalues of K_UU, descending."""

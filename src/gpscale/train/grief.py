@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from ..features.grief import KERNELS_1D, GriefFeatures
+from ..features.grief import GRIDS, KERNELS_1D, GriefFeatures
 from ..kernels import RBF, Kernel, Matern, Scale
 from ..models import ExactGP, FeatureGP
 from ..models.grief import GriefIPosterior, OrthogonalGrief
@@ -81,6 +81,7 @@ def fit_grief_ii(
     p: int | None = None,
     m_bar: int = 10,
     kernel: str = "rbf",
+    grid: str = "uniform",
     init: str = "exact",
     init_points: int = 1000,
     lengthscale: float | list[float] | torch.Tensor | None = None,
@@ -100,8 +101,10 @@ def fit_grief_ii(
     """Train GP-GRIEF-II; returns the fitted ``FeatureGP`` and the :class:`FitResult`.
 
     ``p`` defaults to min(1000, 10^⌊log10 n⌋); ``m_bar`` grid points per dimension
-    (m = m̄ᵈ inducing points). ``init="exact"`` initialises (lengthscale, signal
-    variance, σ²) by exact ML-II on min(n, ``init_points``) random points (the paper);
+    (m = m̄ᵈ inducing points), placed by ``grid`` ("uniform" or "quantile", see
+    :func:`~gpscale.features.grief.grid_1d`). ``init="exact"`` initialises
+    (lengthscale, signal variance, σ²) by exact ML-II on min(n, ``init_points``) random
+    points (the paper);
     ``init="none"`` starts from ``lengthscale``/``outputscale``/``noise`` (defaults
     1, var(y), var(y)/10); explicit values override the exact initialisation.
     ``rescale_init``: then move the signal variance and σ² (those not given
@@ -121,6 +124,8 @@ def fit_grief_ii(
         raise ValueError(f"init must be 'exact' or 'none', got {init!r}")
     if kernel not in KERNELS_1D:
         raise ValueError(f"unknown GRIEF base kernel {kernel!r}; choose one of {KERNELS_1D}")
+    if grid not in GRIDS:  # before the exact-GP initialisation, which is not free
+        raise ValueError(f"unknown GRIEF grid {grid!r}; choose one of {GRIDS}")
     X, y = check_xy(X, y, dtype, device)
     n, d = X.shape
     p = default_num_features(n) if p is None else int(p)
@@ -141,7 +146,7 @@ def fit_grief_ii(
         theta["outputscale"] = torch.tensor(float(outputscale))
     if noise is not None:
         theta["noise"] = torch.tensor(float(noise))
-    features = GriefFeatures(X, p, m_bar=m_bar, kernel=kernel,
+    features = GriefFeatures(X, p, m_bar=m_bar, kernel=kernel, grid=grid,
                              lengthscale=theta["lengthscale"].cpu(), dtype=dtype,
                              device=X.device)
     model = FeatureGP(features, X, y, noise=float(theta["noise"]), weights="scalar",
@@ -209,6 +214,7 @@ def fit_grief_i(
     p: int = 1000,
     m_bar: int = 10,
     kernel: str = "rbf",
+    grid: str = "uniform",
     n_iter: int = 10_000,
     burn: int = 1000,
     thin: int = 50,
@@ -233,10 +239,12 @@ def fit_grief_i(
     """
     if kernel not in KERNELS_1D:
         raise ValueError(f"unknown GRIEF base kernel {kernel!r}; choose one of {KERNELS_1D}")
+    if grid not in GRIDS:  # before the exact-GP initialisation, which is not free
+        raise ValueError(f"unknown GRIEF grid {grid!r}; choose one of {GRIDS}")
     X, y = check_xy(X, y, dtype, device)
     n = X.shape[0]
     theta = init_exact(X, y, kernel, init_points, init_max_iter, seed)
-    features = GriefFeatures(X, p, m_bar=m_bar, kernel=kernel,
+    features = GriefFeatures(X, p, m_bar=m_bar, kernel=kernel, grid=grid,
                              lengthscale=theta["lengthscale"].cpu(), dtype=dtype,
                              device=X.device)
     features.raw_lengthscale.requires_grad_(False)
