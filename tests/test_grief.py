@@ -252,27 +252,6 @@ def test_lengthscale_gradient_matches_finite_differences(kernel):
     torch.testing.assert_close(grad, torch.tensor(fd, dtype=F64), rtol=1e-6, atol=1e-7)
 
 
-def test_frozen_selection_holds_the_eigenpairs_while_the_lengthscales_move():
-    """Inside ``frozen_selection`` the selected eigenpairs are those at entry even
-    where the top-p set has changed; Φ is then eq. 4 on those pairs (dense Theorem 2
-    product); on exit the top-p selection is back."""
-    g = torch.Generator().manual_seed(11)
-    X = torch.rand(40, 3, generator=g, dtype=F64) * 2 - 1
-    f = GriefFeatures(X, num_features=15, m_bar=5, lengthscale=[0.3, 1.0, 2.0])
-    with f.frozen_selection() as held:
-        f.lengthscale = torch.tensor([2.0, 0.2, 0.8], dtype=F64)  # reorders the top set
-        Qs, logs = f.spectrum()
-        assert torch.equal(f.selection(logs)[0], held)
-        phi = f(X)
-    top = kron_top_p([v.detach() for v in logs], 15)[1]
-    assert not torch.equal(top, held)  # the move did cross eigenvalue products
-    assert torch.equal(f.selection(logs)[0], top)
-    Ks = [kernel_1d("rbf", X[:, i], f.grid_points(i), f.lengthscale[i]) for i in range(3)]
-    log_lam = sum(v[held[:, i]] for i, v in enumerate(logs))
-    want = kr_kron_select_direct(Ks, Qs, held) * torch.exp(-0.5 * log_lam)
-    torch.testing.assert_close(phi, want, rtol=1e-10, atol=1e-12)
-
-
 # -- re-weighted kernel: O(p³) and O(p) LML (eq. 16-18) -----------------------------
 def _problem(device, n=30, p=20):
     g = torch.Generator().manual_seed(5)

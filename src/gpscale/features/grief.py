@@ -23,8 +23,6 @@ autograd through ``eigh`` return inf/NaN there.
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
-from contextlib import contextmanager
 
 import torch
 
@@ -177,7 +175,6 @@ class GriefFeatures(FeatureMap):
         if ls.numel() not in (1, self.d):
             raise ValueError(f"lengthscale has {ls.numel()} entries; give one or d = {self.d}")
         self.lengthscale = ls.expand(self.d).clone()
-        self._frozen: torch.Tensor | None = None  # see frozen_selection()
 
     def grid_points(self, i: int) -> torch.Tensor:
         """The m̄ᵢ grid points U⁽ⁱ⁾ of column i."""
@@ -199,32 +196,11 @@ class GriefFeatures(FeatureMap):
     def selection(
         self, log_lams: list[torch.Tensor]
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """(idx (p, d), log λ_p (p,)): the p largest eigenvalues of K_UU (Algorithm 1),
-        or the selection held by :meth:`frozen_selection`; log λ_p is recomputed from
-        the selected entries so that it stays differentiable."""
-        if self._frozen is not None:
-            idx = self._frozen
-        else:
-            _, idx = kron_top_p([v.detach() for v in log_lams], self.num_features)
+        """(idx (p, d), log λ_p (p,)): the p largest eigenvalues of K_UU (Algorithm 1);
+        log λ_p is recomputed from the selected entries so that it stays differentiable."""
+        _, idx = kron_top_p([v.detach() for v in log_lams], self.num_features)
         log_lam_p = sum(v[idx[:, i]] for i, v in enumerate(log_lams))
         return idx, log_lam_p
-
-    @contextmanager
-    def frozen_selection(self) -> Iterator[torch.Tensor]:
-        """Hold the selection S_p of the current lengthscales fixed inside the block.
-
-        The top-p set changes as the lengthscales move, so Φ and any objective built on
-        it jump where two eigenvalue products cross; with the selection held, Φ is a
-        smooth function of the lengthscales (the same p eigenpairs of K_UU, no longer
-        necessarily the largest). Yields the held idx (p, d)."""
-        with torch.no_grad():
-            _, logs = self.spectrum()
-            _, idx = kron_top_p(logs, self.num_features)
-        self._frozen = idx
-        try:
-            yield idx
-        finally:
-            self._frozen = None
 
     def log_eigenvalues(self) -> torch.Tensor:
         """log λ_p, the logs of the p largest eigenvalues of K_UU, descending."""

@@ -116,7 +116,10 @@ def fit_grief_ii(
     test the line searches spend the evaluation budget bracketing one of its jumps
     (elevators: iterations 8–20 took 690 of 780 s and gained 0.55 of 7194 nats);
     ``max_ls`` likewise ends it when one iteration needs more than that many
-    evaluations (scipy's ``maxls`` default). X and y
+    evaluations (scipy's ``maxls`` default). (Holding the selection fixed makes the
+    NLML smooth, but its optimum need not survive re-selection: on elevators the
+    held-selection optimum, 7184.5, became 7430.6 once the top p were re-selected,
+    worse than the start, 7417.9.) X and y
     are used as given (standardise them first, as ``gpscale.fit`` does). The
     result's ``wall_s`` includes the initialisation.
     """
