@@ -103,10 +103,10 @@ def fit_grief_ii(
     ``p`` defaults to min(1000, 10^⌊log10 n⌋); ``m_bar`` grid points per dimension
     (m = m̄ᵈ inducing points), placed by ``grid`` ("uniform" or "quantile", see
     :func:`~gpscale.features.grief.grid_1d`). ``init="exact"`` initialises
-    (lengthscale, signal variance, σ²) by exact ML-II on min(n, ``init_points``) random
-    points (the paper);
-    ``init="none"`` starts from ``lengthscale``/``outputscale``/``noise`` (defaults
-    1, var(y), var(y)/10); explicit values override the exact initialisation.
+    (lengthscale, signal variance, σ²) by exact ML-II on min(n, ``init_points``)
+    random points (the paper); ``init="none"`` starts from ``lengthscale``/
+    ``outputscale``/``noise`` (defaults 1, var(y), var(y)/10); explicit values
+    override the exact initialisation.
     ``rescale_init``: then move the signal variance and σ² (those not given
     explicitly) to the best point of a log grid for the GRIEF model itself at the
     initial lengthscales (:func:`set_best_scale_and_noise`; never worse). L-BFGS
