@@ -54,7 +54,8 @@ def test_uci_tiny(tmp_path, data_dir, monkeypatch):
     if not (data_dir / "uci" / "challenger.npz").exists():
         pytest.skip("uci/challenger.npz not in the shared data")
     monkeypatch.setenv("GPSCALE_DATA", str(data_dir))
-    rc = main(["grief-uci", "--datasets", "challenger", "--folds", "1", "--mcmc-iter", "150",
+    rc = main(["grief-uci", "--datasets", "challenger", "--folds", "1", "--first-fold", "3",
+               "--mcmc-iter", "150",
                "--burn", "50", "--thin", "10", "--p-i", "30", "--max-iter", "5",
                "--threads", "1", "--out", str(tmp_path)])
     assert rc == 0
@@ -65,3 +66,6 @@ def test_uci_tiny(tmp_path, data_dir, monkeypatch):
     per_set = [r for r in recs if r.get("kind") == "per set"]
     assert {r["method"] for r in per_set} == {"grief-ii", "grief-i"}
     assert all(r["folds"] == 1 and r["paper_rmse"] for r in per_set)
+    assert {r["fold"] for r in recs if r.get("kind") == "fold"} == {3}
+    assert main(["grief-uci", "--datasets", "challenger", "--folds", "2", "--first-fold",
+                 "9", "--out", str(tmp_path / "bad")]) == 1

@@ -73,6 +73,8 @@ def _arguments(p) -> None:
                    help="UCI sets (default: every set found; --quick: those with n <= 200)")
     p.add_argument("--folds", type=int, default=None,
                    help="number of folds, the first k of the 10 (default 10; --quick 2)")
+    p.add_argument("--first-fold", type=int, default=0,
+                   help="start at this fold (default 0): runs folds first … first + k − 1")
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS,
                    help="grief-ii and/or grief-i (default both)")
     p.add_argument("--large-n", type=int, default=3000,
@@ -175,9 +177,12 @@ def run(args, rec) -> None:
         sets = [s for s in sets if s[1] <= QUICK_MAX_N]
     if not sets:
         raise FileNotFoundError("no UCI set found (set GPSCALE_DATA)")
-    if not 1 <= folds <= 10:
-        raise ValueError(f"--folds must be in 1..10, got {folds}")
     large_folds = args.large_folds or folds
+    first = args.first_fold
+    for name, k in (("--folds", folds), ("--large-folds", large_folds)):
+        if not 1 <= k or first < 0 or first + k > 10:
+            raise ValueError(f"{name} = {k} from --first-fold {first} leaves the 10 folds "
+                             "0 … 9; lower one of them")
     large_methods = args.large_methods or args.methods
     t_start = time.perf_counter()
     skipped: list[str] = []
@@ -186,7 +191,7 @@ def run(args, rec) -> None:
     for name, n, _d in sets:
         big = n > args.large_n
         methods = large_methods if big else args.methods
-        for fold in range(large_folds if big else folds):
+        for fold in range(first, first + (large_folds if big else folds)):
             over = (args.time_budget is not None
                     and time.perf_counter() - t_start > args.time_budget)
             if over:
@@ -202,7 +207,8 @@ def run(args, rec) -> None:
                     failed.append(f"{name} fold {fold} {method}: {row['error']}")
                 results.setdefault((name, method), []).append(rec.record(**row))
     _summarise(rec, results, args)
-    rec.summary(folds=folds, large_folds=large_folds, large_n=args.large_n, grid=args.grid,
+    rec.summary(folds=folds, first_fold=first, large_folds=large_folds, large_n=args.large_n,
+                grid=args.grid,
                 methods=list(args.methods), large_methods=list(large_methods),
                 time_budget_s=args.time_budget, skipped=len(skipped))
     rec.summary(failed_fits=len(failed))
