@@ -126,11 +126,12 @@ def scale_cg_options(opts: ADMMOptions, n: int) -> dict[str, Any]:
     floor: on kin40k n = 8000 rank 100 took 184 s, rank 1000 72 s), and a relative
     residual of 1e-6 (``cg_tol`` when that is looser) — enough, since the factor
     yᵀC⁻¹y/n from CG started at 0 is off by exactly ‖e‖²_C, second order in the
-    error."""
+    error. K is held densely within ``dense_bytes`` (not with ``memory="chunked"``)."""
     rank = 0 if opts.preconditioner == "none" else max(opts.precond_rank,
                                                        min(SCALE_PRECOND_RANK, n))
     return {"tol": max(opts.cg_tol, 1e-6), "preconditioner": opts.preconditioner,
-            "precond_rank": rank, "block": opts.block}
+            "precond_rank": rank, "block": opts.block,
+            "dense_bytes": 0 if opts.memory == "chunked" else opts.dense_bytes}
 
 
 def finish(out: dict[str, Any], model: ExactGP, method: str, t0: float,
@@ -235,19 +236,22 @@ def cg_predict(
     block: int | None = None,
     return_info: bool = False,
     preconditioner: str = "pivchol",
+    dense_bytes: int = 2**30,
 ):
     """Posterior mean K(X*, X) C⁻¹ (y − m) + m with C⁻¹(y − m) from preconditioned CG
     (``preconditioner`` "pivchol": L Lᵀ + σ²I, L a rank-``precond_rank`` pivoted
     Cholesky factor of K; "grief": s ΦΦᵀ + σ²I with p = ``precond_rank`` GRIEF
     eigenfunctions, separable kernels only; both applied by Woodbury; "none" or rank 0:
-    plain CG; see :mod:`gpscale.models.precond`). Products with K are chunked
-    (``block`` rows): O(n² · iterations) time, O(n · block) memory, no O(n³) step.
+    plain CG; see :mod:`gpscale.models.precond`). K is held densely when its n² entries
+    fit in ``dense_bytes``, else its products are chunked (``block`` rows): O(n² ·
+    iterations) time, O(n · block) memory beyond that budget, no O(n³) step.
     With ``return_info`` also returns the :class:`~gpscale.linalg.CGInfo`."""
     Xs = as_matrix(X_new, "X_new", model.X.dtype, model.X.device)
     if Xs.shape[1] != model.X.shape[1]:
         raise ValueError(f"X_new has {Xs.shape[1]} columns but the model was trained on "
                          f"{model.X.shape[1]}")
-    alpha, info = solve_full(model, tol, max_iter, precond_rank, block, preconditioner)
+    alpha, info = solve_full(model, tol, max_iter, precond_rank, block, preconditioner,
+                             dense_bytes)
     with torch.no_grad():
         mean = model.kernel.matmul(Xs, model.X, alpha, block) + model.mean_constant.detach()
     return (mean, info) if return_info else mean

@@ -39,10 +39,25 @@ class KernelOps:
         self.kernel, self.X_T, self.X_V, self.dense = kernel, X_T, X_V, dense
         self.s2 = noise.detach()
         self.block = block
-        with torch.no_grad():
-            self.KVT = kernel(X_V, X_T) if dense else None
-            self.KTT = kernel(X_T, X_T) if dense else None
+        self._KVT: torch.Tensor | None = None
+        self._KTT: torch.Tensor | None = None
         self._pinv: dict[tuple[str, int], Callable[[torch.Tensor], torch.Tensor] | None] = {}
+
+    @property
+    def KVT(self) -> torch.Tensor | None:
+        """K_VT, evaluated on first use (dense mode; None in chunked mode)."""
+        if self.dense and self._KVT is None:
+            with torch.no_grad():
+                self._KVT = self.kernel(self.X_V, self.X_T)
+        return self._KVT
+
+    @property
+    def KTT(self) -> torch.Tensor | None:
+        """K_TT, evaluated on first use (dense mode; None in chunked mode)."""
+        if self.dense and self._KTT is None:
+            with torch.no_grad():
+                self._KTT = self.kernel(self.X_T, self.X_T)
+        return self._KTT
 
     def c_inv_approx(self, kind: str, rank: int
                      ) -> Callable[[torch.Tensor], torch.Tensor] | None:
@@ -73,18 +88,23 @@ class KernelOps:
 
 def solve_full(model, tol: float = 1e-8, max_iter: int | None = None, precond_rank: int = 50,
                block: int | None = None, preconditioner: str = "pivchol",
-               ) -> tuple[torch.Tensor, CGInfo]:
+               dense_bytes: int = 2**30) -> tuple[torch.Tensor, CGInfo]:
     """α = C⁻¹(y − m), C = K + σ²I on an ExactGP's full data, by CG with a
     rank-``precond_rank`` preconditioner (``"pivchol"``: pivoted Cholesky, ``"grief"``:
-    GRIEF eigenfunctions, ``"none"``; see :mod:`gpscale.models.precond`). Products with
-    K go over row blocks: O(n² · iterations) time, O(n · block) memory, no O(n³) step."""
+    GRIEF eigenfunctions, ``"none"``; see :mod:`gpscale.models.precond`). K is held
+    densely when its n² entries fit in ``dense_bytes`` (one kernel evaluation, then
+    BLAS products); otherwise every product recomputes it over row blocks of ``block``
+    rows: O(n² · iterations) time, O(n · block) memory. No O(n³) step either way."""
     check_preconditioner(preconditioner, precond_rank)
     with torch.no_grad():
         s2 = model.noise.detach()
         r = model.y - model.mean_constant.detach()
+        X = model.X
+        K = model.kernel(X) if X.shape[0] ** 2 * X.element_size() <= dense_bytes else None
 
         def matvec(V: torch.Tensor) -> torch.Tensor:
-            return model.kernel.matmul(model.X, model.X, V, block) + s2 * V
+            KV = K @ V if K is not None else model.kernel.matmul(X, X, V, block)
+            return KV + s2 * V
 
-        precond = kernel_preconditioner(model.kernel, model.X, s2, preconditioner, precond_rank)
+        precond = kernel_preconditioner(model.kernel, X, s2, preconditioner, precond_rank, K=K)
         return cg(matvec, r, precond=precond, tol=tol, max_iter=max_iter)

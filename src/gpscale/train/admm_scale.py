@@ -40,10 +40,12 @@ def scale_handles(kernel: Kernel) -> list[tuple[Kernel, str]] | None:
 
 def ml_scale_factor(model: ExactGP, tol: float = 1e-8, max_iter: int | None = None,
                     precond_rank: int = 50, block: int | None = None,
-                    preconditioner: str = "pivchol") -> float:
+                    preconditioner: str = "pivchol", dense_bytes: int = 2**30) -> float:
     """c = (y − m)ᵀ C⁻¹ (y − m) / n at the model's θ: multiplying every signal variance
-    and σ² by c maximises the marginal likelihood over the overall scale."""
-    alpha, _ = solve_full(model, tol, max_iter, precond_rank, block, preconditioner)
+    and σ² by c maximises the marginal likelihood over the overall scale (CG solve:
+    :func:`~gpscale.train.admm_ops.solve_full`)."""
+    alpha, _ = solve_full(model, tol, max_iter, precond_rank, block, preconditioner,
+                          dense_bytes)
     r = model.y - model.mean_constant.detach()
     return float(r @ alpha) / r.shape[0]
 
