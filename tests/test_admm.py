@@ -130,13 +130,14 @@ def test_fixed_point_satisfies_constraint_and_is_cv_stationary():
     assert abs(res.objective - f1 / len(iV)) < 1e-6 * f1  # reported loss = dense loss
 
 
-def test_kfold_naive_and_consensus_improve_the_cv_loss():
+@pytest.mark.parametrize("coupling", ["fixed", "tangent"])
+def test_kfold_naive_and_consensus_improve_the_cv_loss(coupling):
     ds = synthetic_admm("se", 60, seed=2, noise=0.3)
     folds = kfold_indices(60, 3, seed=0)
     for fit in (fit_admm_kfold, fit_admm_consensus):
         model = ExactGP(make_kernel("rbf", 1), ds.X, ds.y, noise=0.5)
         before = kfold_cv_loss(model, folds)
-        res = fit(model, k=3, seed=0, max_iter=20)
+        res = fit(model, k=3, seed=0, max_iter=20, coupling=coupling)
         assert res.method in ("admm-kfold", "admm-consensus")
         assert res.objective == pytest.approx(kfold_cv_loss(model, folds), rel=1e-8)
         assert res.objective < 0.9 * before
@@ -200,14 +201,16 @@ def test_dense_and_chunked_modes_take_the_same_path():
 
 @pytest.mark.parametrize("rank,preconditioner", [(0, "pivchol"), (30, "pivchol"),
                                                    (30, "grief")])
-def test_cg_predict_equals_cholesky_prediction(rank, preconditioner, device):
+@pytest.mark.parametrize("dense_bytes", [0, 2**30])  # K chunked / K held densely
+def test_cg_predict_equals_cholesky_prediction(rank, preconditioner, dense_bytes, device):
     X, y = _data(80, 2, seed=6, device=device)
     model = ExactGP(make_kernel("rbf-ard", 2), X, y, noise=0.05, mean="constant")
     with torch.no_grad():
         model.mean_constant.fill_(0.3)
     Xs = torch.rand(13, 2, dtype=torch.float64, device=device) * 4
     mean, info = cg_predict(model, Xs, tol=1e-12, precond_rank=rank, block=11,
-                            return_info=True, preconditioner=preconditioner)
+                            return_info=True, preconditioner=preconditioner,
+                            dense_bytes=dense_bytes)
     torch.testing.assert_close(mean, model.predict(Xs)[0], rtol=1e-8, atol=1e-9)
     assert info.converged
 
