@@ -326,6 +326,10 @@ def test_new_options_are_validated():
         fit_admm_hocv(model, adaptive_rho=True, rho_tau=1.0)
     with pytest.raises(ValueError, match="rho_min"):
         fit_admm_hocv(model, rho_min=10.0, rho_max=1.0)
+    with pytest.raises(ValueError, match="coupling must be 'fixed'"):
+        fit_admm_hocv(model, coupling="joint")
+    with pytest.raises(ValueError, match="curve_cg"):
+        fit_admm_hocv(model, coupling="tangent", curve_cg=-1)
 
 
 # -- the overall variance scale after CV training (admm_scale) ----------------------------

@@ -71,3 +71,24 @@ def test_holdout_cv_reference_minimises_the_dense_cv_loss():
     assert cv_grad(model).norm() < 1e-4 * g0  # a stationary point of the CV loss
     # the ML rescaling afterwards leaves the CV loss (a function of the mean) unchanged
     assert cv(model) == pytest.approx(out["cv_loss"], rel=1e-6)
+
+
+def test_synthetic_bench_tangent_variant_converges_on_the_paper_eps(capsys):
+    """``admm-synthetic --tangent``: the tangent θ-step stops on the paper's ε = 1e-2
+    (converged, not max_iter) and the summary says which variant ran."""
+    from gpscale.bench.admm import run as run_synthetic
+
+    args = argparse.Namespace(kernels=["se"], n=[60], trials=1,
+                              methods=["admm-hocv", "exact"], noise=0.1, init_scale=1.2,
+                              init_noise=0.2, rho=5.0, eps=1e-4, max_iter=50,
+                              adaptive_rho=False, tangent=True, quick=True,
+                              device=torch.device("cpu"))
+    rec = Recorder("admm-synthetic", None, "cpu")
+    run_synthetic(args, rec)
+    rec.finish()
+    lines = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
+    trials = {r["method"]: r for r in lines if r.get("kind") == "trial"}
+    assert trials["admm-hocv"]["reason"] == "converged"
+    assert trials["admm-hocv"]["iterations"] < 50
+    summary = lines[-1]
+    assert summary["tangent"] is True and summary["eps"] == 1e-2

@@ -30,7 +30,7 @@ from ..data.synthetic import paper_kernel, synthetic_admm
 from ..kernels import RBF, Scale
 from ..models import ExactGP
 from ..train import fit_lbfgs
-from ..train.admm import cg_predict, fit_admm_hocv, holdout_split, make_options
+from ..train.admm import TANGENT, cg_predict, fit_admm_hocv, holdout_split, make_options
 from ..train.admm_core import HoldoutADMM
 from ..train.admm_kfold import fit_admm_kfold
 from .harness import register, time_calls
@@ -228,9 +228,6 @@ def _scaling_plot(fig, records: list[dict], summary: dict) -> None:
 
 
 # -- admm-quality --------------------------------------------------------------------------
-#: the tangent θ-step variant (``coupling="tangent"``, ours) with its settings
-TANGENT: dict[str, Any] = {"coupling": "tangent", "lam_init": "adjoint", "rho": 20.0,
-                           "cg_max_iter": 50, "max_backtracks": 10, "eps": 1e-2}
 #: ADMM variants: (fit function, options). "paper" = ρ = 5, λ⁰ = 1, fixed ρ.
 VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "admm-hocv (paper)": ("hocv", {}),

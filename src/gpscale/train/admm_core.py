@@ -38,9 +38,9 @@ paper's ρ and 95–99.5 % with both options.
 ``coupling="tangent"`` removes the pinning instead: the θ-step moves z with θ so that
 the residual stays where it was, which turns the θ-step into L-BFGS steps on the
 hold-out CV loss itself (two CG solves per step, O(n · n_T) each iteration of them).
-On kin40k (n = 4000, RBF-ARD, ρ = 20, ε = 1e-2) it converged in 6–8 iterations to a
-test RMSE within 0.5 % of exact ML-II's, where the fixed-z variants were still 3–7 %
-off after 20–30 iterations (``gpscale bench admm-quality``).
+On kin40k (n = 8000, RBF-ARD, ρ = 20, ε = 1e-2) it converged in 9 iterations to a
+test RMSE 1.008x exact ML-II's, where the best fixed-z variant (adaptive ρ) was at
+1.168x after 20 (``gpscale bench admm-quality``, benchmarks/results/admm-quality-n8000).
 """
 
 from __future__ import annotations
@@ -138,7 +138,7 @@ class ADMMOptions:
         if not math.isfinite(self.lam0):
             raise ValueError(f"lam0 must be finite, got {self.lam0!r}")
         check_preconditioner(self.preconditioner, self.precond_rank)
-        for name in ("max_iter", "theta_steps"):
+        for name in ("max_iter", "theta_steps", "curve_cg"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v < 0:
                 raise ValueError(f"{name} must be an int >= 0, got {v!r}")
@@ -360,9 +360,10 @@ class HoldoutADMM:
 
         L-BFGS steps try μ = 1 first; steepest-descent steps start from 4x the last
         accepted μ (capped at ``max_step``/‖g‖). A failed L-BFGS step drops the stale
-        curvature pairs and retries along −g. With ``coupling="tangent"`` the step
-        searches along (θ + μd, z + μ dz) with dz from :meth:`tangent_z` and the
-        gradient of :meth:`tangent_grad`; z keeps the accepted move."""
+        curvature pairs and retries along −g. With ``coupling="tangent"`` the gradient
+        is :meth:`tangent_grad`'s and each trial θ + μd takes z from the tangent point
+        z + μ dz (:meth:`tangent_z`) onto the residual-holding curve
+        (:meth:`_on_curve`); z keeps the accepted trial's value."""
         o = self.opts
         tangent = o.coupling == "tangent"
         accepted = 0
