@@ -471,13 +471,25 @@ def test_tangent_z_is_the_derivative_of_the_residual_holding_curve(device):
 def test_tangent_curve_holds_the_residual():
     model, st = _state("rbf-ard", coupling="tangent", curve_cg=200, cg_tol=1e-12)
     _, e, r0 = st.lrho()
-    ops0, theta0 = st._ops(), st.theta()
+    pinv0, theta0 = st._c_inv(st._ops()), st.theta()
     st.set_theta(theta0 + 0.2)
-    z = st._on_curve(st.z, r0, ops0)
+    z = st._on_curve(st.z, r0, pinv0)
     _, C = _dense(model, st)
     torch.testing.assert_close(C.detach() @ z, st.y_T + r0, rtol=1e-9, atol=1e-10)
     st.opts.curve_cg = 0
-    assert torch.equal(st._on_curve(st.z, r0, ops0), st.z)  # the tangent point itself
+    assert torch.equal(st._on_curve(st.z, r0, pinv0), st.z)  # the tangent point itself
+
+
+def test_dense_blocks_refuse_a_changed_theta():
+    """Blocks are evaluated on first use; after θ changes, a first use raises rather
+    than mixing the new K with the old σ²."""
+    model, st = _state("rbf-ard", memory="dense")
+    ops = st._ops()
+    ops.c(st.z)  # K_TT evaluated at this θ
+    st.set_theta(st.theta() + 0.1)
+    ops.c(st.z)  # already held: still the old θ's, consistently
+    with pytest.raises(RuntimeError, match="parameters changed"):
+        ops.kvt(st.y_T)
 
 
 def test_tangent_coupling_reaches_a_cv_stationary_point_in_few_iterations():

@@ -334,23 +334,24 @@ class HoldoutADMM:
         kernel evaluation; relative error ~1e-6, which the curve's correction in
         :meth:`_on_curve` absorbs)."""
         theta0, ops0 = self.theta(), self._ops()
+        c0, pinv0 = ops0.c(self.z), self._c_inv(ops0)  # everything at θ₀ first
         h = 1e-6 / max(float(d.norm()), 1e-300)
         self.set_theta(theta0 + h * d)
-        c_plus = self._ops().c(self.z)
+        jd = (self._ops().c(self.z) - c0) / h
         self.set_theta(theta0)
         self.ops = ops0
-        jd = (c_plus - ops0.c(self.z)) / h
-        dz, _ = cg(ops0.c, -jd, precond=self._c_inv(ops0), tol=self.opts.cg_tol,
+        dz, _ = cg(ops0.c, -jd, precond=pinv0, tol=self.opts.cg_tol,
                    max_iter=self._cg_iters())
         return dz
 
-    def _on_curve(self, z: torch.Tensor, r0: torch.Tensor, ops0: KernelOps) -> torch.Tensor:
+    def _on_curve(self, z: torch.Tensor, r0: torch.Tensor, pinv0) -> torch.Tensor:
         """z corrected towards C(θ) z = y_T + r0 at the trial θ (the residual held at its
         value r0 where the θ-step started): ``curve_cg`` CG iterations from the tangent
-        point ``z``, preconditioned by the start's P⁻¹ (0: the tangent point itself)."""
+        point ``z``, preconditioned by ``pinv0``, the start's P⁻¹ (``curve_cg`` = 0:
+        the tangent point itself)."""
         if self.opts.curve_cg == 0:
             return z
-        out, _ = cg(self._ops().c, self.y_T + r0, precond=self._c_inv(ops0), x0=z,
+        out, _ = cg(self._ops().c, self.y_T + r0, precond=pinv0, x0=z,
                     tol=self.opts.cg_tol, max_iter=self.opts.curve_cg)
         return out
 
@@ -385,11 +386,12 @@ class HoldoutADMM:
             else:
                 mu = cap if not math.isfinite(self.gd_mu) else min(cap, 4.0 * self.gd_mu)
             theta0, ops0, z0 = self.theta(), self.ops, self.z
+            pinv0 = self._c_inv(self._ops()) if tangent else None  # P⁻¹ at θ₀
             dz = self.tangent_z(d) if tangent else None
             for _ in range(o.max_backtracks):
                 self.set_theta(theta0 + mu * d)
                 if dz is not None:
-                    self.z = self._on_curve(z0 + mu * dz, r, ops0)
+                    self.z = self._on_curve(z0 + mu * dz, r, pinv0)
                 f_new, e_new, r_new = self.lrho()
                 if math.isfinite(f_new) and f_new <= f + o.armijo_c * mu * slope:
                     break

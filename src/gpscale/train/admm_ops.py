@@ -29,9 +29,10 @@ def rank1_vjp(kernel: Kernel, X1: torch.Tensor, X2: torch.Tensor, a: torch.Tenso
 class KernelOps:
     """Products with K_VT, K_VTᵀ and C = K_TT + σ²I at the kernel's current θ.
 
-    Dense mode holds K_VT and K_TT (one kernel evaluation per θ, then BLAS products);
-    chunked mode recomputes row blocks on every product. In chunked mode the kernel's
-    parameters must not change while the object is in use.
+    Dense mode holds K_VT and K_TT, each evaluated on its first use (then BLAS
+    products); chunked mode recomputes row blocks on every product. Either way the
+    kernel's parameters must not change while the object is in use; a dense block
+    first needed after such a change raises instead of mixing two θ.
     """
 
     def __init__(self, kernel: Kernel, noise: torch.Tensor, X_T: torch.Tensor,
@@ -41,22 +42,31 @@ class KernelOps:
         self.block = block
         self._KVT: torch.Tensor | None = None
         self._KTT: torch.Tensor | None = None
+        self._versions = self._param_versions()
         self._pinv: dict[tuple[str, int], Callable[[torch.Tensor], torch.Tensor] | None] = {}
+
+    def _param_versions(self) -> list[int]:
+        return [p._version for p in self.kernel.parameters()]
+
+    def _evaluate(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
+        if self._param_versions() != self._versions:
+            raise RuntimeError("the kernel's parameters changed after these operators were "
+                               "built; build new ones for the new θ")
+        with torch.no_grad():
+            return self.kernel(X1, X2)
 
     @property
     def KVT(self) -> torch.Tensor | None:
         """K_VT, evaluated on first use (dense mode; None in chunked mode)."""
         if self.dense and self._KVT is None:
-            with torch.no_grad():
-                self._KVT = self.kernel(self.X_V, self.X_T)
+            self._KVT = self._evaluate(self.X_V, self.X_T)
         return self._KVT
 
     @property
     def KTT(self) -> torch.Tensor | None:
         """K_TT, evaluated on first use (dense mode; None in chunked mode)."""
         if self.dense and self._KTT is None:
-            with torch.no_grad():
-                self._KTT = self.kernel(self.X_T, self.X_T)
+            self._KTT = self._evaluate(self.X_T, self.X_T)
         return self._KTT
 
     def c_inv_approx(self, kind: str, rank: int
