@@ -20,10 +20,11 @@ def test_slope_recovers_a_power_law_and_ignores_small_n():
     assert slope([500, 1000], [1.0, 2.0]) is None  # one point at n >= 1000
 
 
-def test_scaling_bench_on_tiny_synthetic_sets(tmp_path, capsys):
+@pytest.mark.parametrize("tangent", [False, True])
+def test_scaling_bench_on_tiny_synthetic_sets(tmp_path, capsys, tangent):
     args = argparse.Namespace(n=[40, 80], datasets=["synthetic"], exact_max_n=None,
                               synthetic_max_n=None, repeats=1, no_gpytorch=True,
-                              quick=True, device=torch.device("cpu"))
+                              quick=True, device=torch.device("cpu"), tangent=tangent)
     rec = Recorder("admm-scaling", None, "cpu")
     run_scaling(args, rec)
     rec.finish()
@@ -41,6 +42,7 @@ def test_scaling_bench_on_tiny_synthetic_sets(tmp_path, capsys):
     assert summary["summary"] is True and summary["n_max"] == 80
     assert summary["slope_admm_synthetic"] is None  # no n >= 1000: no fit
     assert math.isfinite(summary["admm_iter_s_at_80_synthetic"])
+    assert any("tangent steps" in note for note in rec.notes) == tangent
 
 
 def test_holdout_cv_reference_minimises_the_dense_cv_loss():
