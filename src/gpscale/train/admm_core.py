@@ -402,7 +402,8 @@ class HoldoutADMM:
                 if quasi and not tangent:  # stale curvature: retry along −g
                     self.pairs.clear()
                     continue
-                break  # tangent: the curve's inexact solves set a noise floor; stop here
+                break  # (tangent: no retry; near the optimum failures are the noise
+                #         floor of the curve's inexact solves)
             g_new = self.tangent_grad(e_new) if tangent else self.grad(e_new, r_new)
             s_vec, y_vec = mu * d, g_new - g
             if float(s_vec @ y_vec) > 1e-12 * float(s_vec.norm() * y_vec.norm()):
