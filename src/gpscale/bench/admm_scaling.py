@@ -350,11 +350,11 @@ def run_quality(args, rec) -> None:
         ref_row = rec.record(kind="reference", method="hold-out CV optimum (dense, O(n³))",
                              n=n, **_metrics(split, model, Xs, ys), **ref, reason="L-BFGS",
                              noise=float(model.noise.detach()))
+    dense_bytes = int(args.dense_gib * 2**30)
     for name in variants:
         kind, opts = VARIANTS[name]
         model = _rbf_ard(X, y)
         t0 = time.perf_counter()
-        dense_bytes = int(args.dense_gib * 2**30)
         opts = {"eps": args.eps, "dense_bytes": dense_bytes, **opts}  # a variant may set ε
         if kind == "hocv":
             res = fit_admm_hocv(model, seed=0, max_iter=max_iter, **opts)

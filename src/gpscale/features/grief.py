@@ -86,6 +86,12 @@ def sym_eig(A: torch.Tensor, gap_tol: float = 1e-10) -> tuple[torch.Tensor, torc
     return _SymEig.apply(A, gap_tol)
 
 
+def check_grid(kind: str) -> None:
+    """Raise ValueError unless ``kind`` is one of :data:`GRIDS`."""
+    if kind not in GRIDS:
+        raise ValueError(f"unknown GRIEF grid {kind!r}; choose one of {GRIDS}")
+
+
 def grid_1d(x: torch.Tensor, m_bar: int, kind: str = "uniform") -> torch.Tensor:
     """Grid for one input column, ascending: the distinct values themselves when there
     are at most m̄ of them; otherwise
@@ -96,8 +102,7 @@ def grid_1d(x: torch.Tensor, m_bar: int, kind: str = "uniform") -> torch.Tensor:
       the distribution of the column, as the paper asks of U (§4, footnote 1),
       and still spans its range. On a heavy-tailed column the uniform grid leaves
       one or two points where nearly all the data lie."""
-    if kind not in GRIDS:
-        raise ValueError(f"unknown GRIEF grid {kind!r}; choose one of {GRIDS}")
+    check_grid(kind)
     values = torch.unique(x)
     if values.numel() <= m_bar:
         return values

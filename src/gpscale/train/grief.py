@@ -18,7 +18,7 @@ import time
 
 import torch
 
-from ..features.grief import GRIDS, KERNELS_1D, GriefFeatures
+from ..features.grief import KERNELS_1D, GriefFeatures, check_grid
 from ..kernels import RBF, Kernel, Matern, Scale
 from ..models import ExactGP, FeatureGP
 from ..models.grief import GriefIPosterior, OrthogonalGrief
@@ -127,8 +127,7 @@ def fit_grief_ii(
         raise ValueError(f"init must be 'exact' or 'none', got {init!r}")
     if kernel not in KERNELS_1D:
         raise ValueError(f"unknown GRIEF base kernel {kernel!r}; choose one of {KERNELS_1D}")
-    if grid not in GRIDS:  # before the exact-GP initialisation, which is not free
-        raise ValueError(f"unknown GRIEF grid {grid!r}; choose one of {GRIDS}")
+    check_grid(grid)  # before the exact-GP initialisation, which is not free
     X, y = check_xy(X, y, dtype, device)
     n, d = X.shape
     p = default_num_features(n) if p is None else int(p)
@@ -242,8 +241,7 @@ def fit_grief_i(
     """
     if kernel not in KERNELS_1D:
         raise ValueError(f"unknown GRIEF base kernel {kernel!r}; choose one of {KERNELS_1D}")
-    if grid not in GRIDS:  # before the exact-GP initialisation, which is not free
-        raise ValueError(f"unknown GRIEF grid {grid!r}; choose one of {GRIDS}")
+    check_grid(grid)  # before the exact-GP initialisation, which is not free
     X, y = check_xy(X, y, dtype, device)
     n = X.shape[0]
     theta = init_exact(X, y, kernel, init_points, init_max_iter, seed)
