@@ -394,8 +394,7 @@ def run_quality(args, rec) -> None:
              f"iterations, stop on ‖Δθ‖ < {args.eps:g}; 'paper' = ρ = 5, λ⁰ = 1; "
              "'adaptive ρ' = residual balancing (μ = 2, τ = 2) with the adjoint λ⁰; "
              "'tangent θ-step' = coupling='tangent' (z moves with θ along the curve "
-             "that holds the constraint residual; ours, not the paper's), ρ = 20, "
-             "adjoint λ⁰, CG ≤ 50, at most 10 backtracks, the paper's ε = 1e-2. "
+             f"that holds the constraint residual; ours, not the paper's): {TANGENT}. "
              f"Exact: L-BFGS, at most {exact_iters} iterations.")
     rec.note("The 'hold-out CV optimum' row is the fixed point hold-out ADMM aims at, found "
              "directly by L-BFGS on the dense CV loss of the same ½ split (Cholesky, O(n³) "

@@ -89,7 +89,10 @@ class ADMMOptions:
     value, first to the tangent point z + μ dz (dz = −C⁻¹ J d, one CG solve per step)
     and then ``curve_cg`` CG iterations onto the curve; the gradient is the hold-out CV
     gradient with the adjoint λ̂ = 2 C⁻¹ K_VTᵀ e (one warm-started CG solve per
-    step). The z- and λ-steps are unchanged. A failed line search ends the θ-step.
+    step). The z- and λ-steps are unchanged. A failed line search ends the θ-step;
+    a θ-step that accepts no step gives Δθ = 0 < eps, so such a run usually stops
+    there (its history shows ``theta_steps`` 0): the line search has reached the noise
+    of the inexact solves (more ``cg_max_iter`` and ``curve_cg`` lower it).
     diverge_tol: a relative constraint residual above this counts as divergence;
     feasible_tol: iterates with a residual below this compete for "best θ".
     """
