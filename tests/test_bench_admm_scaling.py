@@ -94,3 +94,34 @@ def test_synthetic_bench_tangent_variant_converges_on_the_paper_eps(capsys):
     assert trials["admm-hocv"]["iterations"] < 50
     summary = lines[-1]
     assert summary["tangent"] is True and summary["eps"] == 1e-2
+
+
+def test_paper_table1_matches_the_paper_and_its_own_z():
+    """PAPER_TABLE1 equals Table 1 of ../shared/papers/gpcv_admm.txt (all 9 rows, both
+    methods, both MSE columns), and the target's statistic on the paper's own
+    GPCV-ADMM rows is as computed by hand: ≤ 2 only in the three SE cells."""
+    import re
+    from pathlib import Path
+
+    from gpscale.bench.admm import PAPER_TABLE1, paper_z
+
+    paper = Path(__file__).resolve().parents[2] / "shared" / "papers" / "gpcv_admm.txt"
+    if not paper.exists():
+        pytest.skip(f"paper text not found at {paper}")
+    lines = paper.read_text().splitlines()
+    start = next(i for i, s in enumerate(lines) if s.startswith("Kernel Setting Size"))
+    rows = lines[start + 1:start + 10]
+    kernels = ["se"] * 3 + ["lp"] * 3 + ["se+lp"] * 3
+    for kernel, row in zip(kernels, rows):
+        n = int(re.search(r"(?:^| )(500|1000|2000) \[", row).group(1))
+        groups = re.findall(r"\[([^\]]*)\]", row)
+        cells = [[tuple(map(float, m)) for m in re.findall(r"([\d.]+)\(([\d.]+)\)", g)]
+                 for g in groups]
+        mses = tuple(map(float, row.rsplit("]", 1)[1].split()))
+        assert (cells[0], cells[1], *mses) == PAPER_TABLE1[kernel][n], row
+    assert paper_z("se", 500) == pytest.approx(0.04 / 0.054)
+    assert paper_z("lp", 500) == pytest.approx(0.16 / 0.023)
+    assert paper_z("se+lp", 2000) == pytest.approx(0.94 / 0.075)
+    ok = sorted((k, n) for k in PAPER_TABLE1 for n in PAPER_TABLE1[k] if paper_z(k, n) <= 2)
+    assert ok == [("se", 500), ("se", 1000), ("se", 2000)]
+    assert paper_z("se", 4000) is None
