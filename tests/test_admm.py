@@ -4,6 +4,8 @@ import warnings
 
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as hst
 
 from gpscale.data.synthetic import synthetic_admm
 from gpscale.kernels import make_kernel
@@ -16,6 +18,7 @@ from gpscale.train.admm import (
     fit_admm_hocv,
     holdout_split,
     make_options,
+    validation_split,
 )
 from gpscale.train.admm_core import HoldoutADMM
 from gpscale.train.admm_kfold import (
@@ -185,6 +188,49 @@ def test_seeds_make_runs_reproducible():
     strip = [[{k: v for k, v in h.items() if k != "time_s"} for h in r.history] for r in runs]
     assert strip[0] == strip[1]
     assert strip[0] != strip[2]  # another split
+
+
+def test_a_given_validation_part_is_the_split_the_run_uses():
+    """``validation=`` as indices or as a mask runs exactly the run of the seeded split
+    with the same D_V; another D_V (the latest points, as for forecasting) gives
+    another run."""
+    X, y = _data(60, 1, seed=4)
+    iT, iV = holdout_split(60, 0.5, 5)
+    mask = torch.zeros(60, dtype=torch.bool)
+    mask[iV] = True
+    runs = []
+    for kw in ({"seed": 5}, {"validation": iV.flip(0)}, {"validation": mask},
+               {"validation": iV.tolist()}, {"validation": list(range(45, 60))}):
+        model = ExactGP(make_kernel("rbf", 1), X, y, noise=0.3)
+        runs.append(fit_admm_hocv(model, max_iter=5, eps=1e-9, **kw))
+    strip = [[{k: v for k, v in h.items() if k != "time_s"} for h in r.history] for r in runs]
+    assert strip[1] == strip[0] and strip[2] == strip[0] and strip[3] == strip[0]
+    assert strip[4] != strip[0]
+
+
+@settings(max_examples=40, deadline=None)
+@given(hst.lists(hst.booleans(), min_size=2, max_size=30).filter(lambda m: 0 < sum(m) < len(m)))
+def test_validation_split_partitions_the_points(mask):
+    n = len(mask)
+    iT, iV = validation_split(n, torch.tensor(mask))
+    assert iV.tolist() == [i for i in range(n) if mask[i]]
+    assert iT.tolist() == [i for i in range(n) if not mask[i]]
+    iT2, iV2 = validation_split(n, [i for i in reversed(range(n)) if mask[i]])
+    assert torch.equal(iT2, iT) and torch.equal(iV2, iV)
+
+
+@pytest.mark.parametrize("validation,match", [
+    ([0, 20], r"in \[0, 20\)"), ([-1, 3], r"in \[0, 20\)"), ([2, 2, 3], "distinct"),
+    ([0.5, 1.5], "integer indices"), ([[1, 2]], "1-D"), ([], "0 of 20"),
+    (list(range(20)), "20 of 20"), (torch.ones(19, dtype=torch.bool), r"shape \(20,\)"),
+])
+def test_bad_validation_parts_are_refused_before_any_work(validation, match):
+    X, y = _data(20, 1)
+    model = ExactGP(make_kernel("rbf", 1), X, y, noise=0.3)
+    before = theta_of(model)
+    with pytest.raises(ValueError, match=match):
+        fit_admm_hocv(model, validation=validation)
+    assert theta_of(model) == before
 
 
 def test_dense_and_chunked_modes_take_the_same_path():

@@ -61,6 +61,36 @@ def holdout_split(n: int, val_fraction: float = 0.5,
     return perm[n_v:].sort().values, perm[:n_v].sort().values
 
 
+def validation_split(n: int, validation: Any) -> tuple[torch.Tensor, torch.Tensor]:
+    """(train, validation) indices of range(n) from a given validation part: a boolean
+    mask of length n or distinct integer indices in [0, n) (a tensor, array or list).
+    Sorted, on the CPU; both parts must be non-empty."""
+    v = torch.as_tensor(validation).cpu()
+    v = v.long() if v.numel() == 0 else v  # an empty list comes as float
+    if v.dtype == torch.bool:
+        if v.shape != (n,):
+            raise ValueError(f"a validation mask needs shape ({n},) (one entry per data "
+                             f"point), got {tuple(v.shape)}")
+        mask = v.clone()
+    elif v.dtype.is_floating_point or v.dtype.is_complex or v.ndim != 1:
+        raise ValueError("validation must be a boolean mask or a 1-D sequence of integer "
+                         f"indices, got dtype {v.dtype} with shape {tuple(v.shape)}")
+    else:
+        if v.numel() and (int(v.min()) < 0 or int(v.max()) >= n):
+            raise ValueError(f"validation indices must lie in [0, {n}), got "
+                             f"{int(v.min())} … {int(v.max())}")
+        if v.unique().numel() != v.numel():
+            raise ValueError("validation indices must be distinct (a repeated index "
+                             "would weight its point twice)")
+        mask = torch.zeros(n, dtype=torch.bool)
+        mask[v.long()] = True
+    n_v = int(mask.sum())
+    if n_v == 0 or n_v == n:
+        raise ValueError(f"the validation part has {n_v} of {n} points; both the training "
+                         "and the validation part need at least one point")
+    return (~mask).nonzero()[:, 0], mask.nonzero()[:, 0]
+
+
 def run_holdout(state: HoldoutADMM, max_iter: int, progress: bool = False,
                 desc: str = "GPCV-ADMM", t0: float | None = None) -> dict[str, Any]:
     """Iterate Algorithm 1 until ‖Δθ‖ < ε (and the residual below ``res_tol`` if set),
@@ -174,6 +204,7 @@ def fit_admm_hocv(
     *,
     val_fraction: float = 0.5,
     seed: int | torch.Generator | None = 0,
+    validation: Any = None,
     options: ADMMOptions | None = None,
     progress: bool = False,
     on_divergence: str = "warn",
@@ -182,7 +213,10 @@ def fit_admm_hocv(
 ) -> FitResult:
     """Hold-out GPCV-ADMM (Algorithm 1) on the model's data; method ``admm-hocv``.
 
-    The validation part D_V is a seeded random ``val_fraction`` of the points. Options
+    The validation part D_V is a seeded random ``val_fraction`` of the points, or the
+    points ``validation`` names (a boolean mask or integer indices; it overrides
+    ``val_fraction`` and ``seed``) — e.g. the latest times, for a model meant to
+    forecast, where a random D_V scores interpolation. Options
     are :class:`ADMMOptions` fields (``rho=5, eps=1e-2, max_iter=100, ...``), given as
     ``options`` and/or keywords. ``objective`` and the history's ``cv_loss`` are the
     validation MSE ‖y_V − K_VT z‖²/n_V. On divergence the best θ is kept and a
@@ -202,7 +236,8 @@ def fit_admm_hocv(
     _check_common(model, on_divergence, scale)
     opts = make_options(options, **overrides)
     t0 = time.perf_counter()
-    idx_T, idx_V = holdout_split(model.n, val_fraction, seed)
+    idx_T, idx_V = (holdout_split(model.n, val_fraction, seed) if validation is None
+                    else validation_split(model.n, validation))
     idx_T, idx_V = idx_T.to(model.X.device), idx_V.to(model.X.device)
     state = HoldoutADMM(model, model.X[idx_T], model.y[idx_T], model.X[idx_V],
                         model.y[idx_V], opts)
