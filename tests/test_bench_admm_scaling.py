@@ -125,3 +125,42 @@ def test_paper_table1_matches_the_paper_and_its_own_z():
     ok = sorted((k, n) for k in PAPER_TABLE1 for n in PAPER_TABLE1[k] if paper_z(k, n) <= 2)
     assert ok == [("se", 500), ("se", 1000), ("se", 2000)]
     assert paper_z("se", 4000) is None
+
+
+@pytest.mark.parametrize("dense_gib,blocks", [(1.0, "dense"), (0.0, "chunked")])
+def test_memory_bench_runs_every_path_with_dense_and_chunked_blocks(capsys, dense_gib, blocks):
+    """``admm-memory`` at a tiny n: one capped fit in a child process, with the kernel
+    blocks held densely or recomputed by row blocks; a finite prediction and a peak
+    RSS at least the data-only RSS."""
+    from gpscale.bench.admm_memory import run as run_memory
+
+    args = argparse.Namespace(n=[300], d=3, iters=1, cg_cap=2, dense_gib=dense_gib,
+                              quick=True, device=torch.device("cpu"))
+    rec = Recorder("admm-memory", None, "cpu")
+    run_memory(args, rec)
+    rec.finish()
+    lines = [json.loads(x) for x in capsys.readouterr().out.strip().splitlines()]
+    row = next(r for r in lines if r.get("n") == 300 and "peak_mem_gib" in r
+               and not r.get("summary"))
+    assert row["blocks"] == blocks and row["finite"] is True and row["admm_iters"] == 1
+    assert row["peak_mem_gib"] >= row["rss_data_gib"] > 0
+    assert lines[-1]["summary"] and lines[-1]["blocks"] == blocks
+
+
+def test_co2_quick_reports_both_criteria_and_their_dense_references(tmp_path, data_dir):
+    """``admm-co2 --quick``: every row finite; the time-ordered hold-out and the two
+    dense CV references are there, and the references are not counted as ADMM
+    variants."""
+    from gpscale.bench import main
+
+    rc = main(["admm-co2", "--quick", "--threads", "1", "--out", str(tmp_path)])
+    assert rc == 0
+    lines = [json.loads(x) for x in (tmp_path / "admm-co2.jsonl").read_text().splitlines()]
+    fits = {r["method"]: r for r in lines if r.get("kind") == "fit"}
+    assert {"admm-hocv (tangent θ-step, last 20 % validates)",
+            "hold-out CV optimum, random ½ (dense reference)",
+            "hold-out CV optimum, last 20 % (dense reference)"} <= set(fits)
+    assert all(math.isfinite(r["smse"]) for r in fits.values())
+    assert not lines[-1]["best_variant"].startswith("hold-out")
+    assert fits["hold-out CV optimum, last 20 % (dense reference)"]["reason"] == \
+        "L-BFGS (dense)"
