@@ -4,6 +4,7 @@ import argparse
 import json
 import math
 
+import numpy as np
 import pytest
 import torch
 
@@ -160,7 +161,17 @@ def test_co2_quick_reports_both_criteria_and_their_dense_references(tmp_path, da
     assert {"admm-hocv (tangent θ-step, last 20 % validates)",
             "hold-out CV optimum, random ½ (dense reference)",
             "hold-out CV optimum, last 20 % (dense reference)"} <= set(fits)
-    assert all(math.isfinite(r["smse"]) for r in fits.values())
+    assert all(math.isfinite(r["smse"]) and r["detrended_sd"] >= 0 for r in fits.values())
+    assert lines[-1]["test_detrended_sd"] > 1.0  # ppm: the seasonal cycle of the test years
     assert not lines[-1]["best_variant"].startswith("hold-out")
     assert fits["hold-out CV optimum, last 20 % (dense reference)"]["reason"] == \
         "L-BFGS (dense)"
+
+
+def test_detrended_sd_removes_a_line_and_measures_the_rest():
+    from gpscale.bench.admm_scaling import _detrended_sd
+
+    x = np.linspace(2009, 2016, 85)
+    assert _detrended_sd(x, 3.0 + 2.0 * x) == pytest.approx(0.0, abs=1e-9)
+    wave = np.sin(2 * np.pi * x)  # whole periods: nearly orthogonal to the line
+    assert _detrended_sd(x, 1.0 - x + wave) == pytest.approx(np.std(wave), rel=0.02)
