@@ -250,7 +250,7 @@ def fit_admm_hocv(
 #: ours, not the paper's): ρ = 20, the adjoint λ⁰, CG ≤ 50 iterations per solve, the
 #: paper's ε = 1e-2, and at most 5 backtracks: a step halved further (μ < 1/16 of the
 #: L-BFGS step) is under the noise of the curve's inexact solves. On kin40k n = 8000,
-#: 10 backtracks reached the same test RMSE (0.1178) in 82 s instead of 48 s: 70 of
+#: 10 backtracks reached the same test RMSE (0.1178) in 82 s instead of 48–50 s: 70 of
 #: its 134 trial points were in line searches that failed after all ten.
 #: ``fit_admm_hocv(model, **TANGENT)``.
 TANGENT: dict[str, Any] = {"coupling": "tangent", "lam_init": "adjoint", "rho": 20.0,
