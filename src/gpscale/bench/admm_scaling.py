@@ -254,6 +254,7 @@ VARIANTS: dict[str, tuple[str, dict[str, Any]]] = {
     "admm-kfold (adaptive ρ)": ("kfold", {"adaptive_rho": True, "rho_mu": 2.0,
                                           "lam_init": "adjoint"}),
     "admm-hocv (tangent θ-step)": ("hocv", TANGENT),
+    "admm-kfold (tangent θ-step)": ("kfold", TANGENT),
 }
 
 
