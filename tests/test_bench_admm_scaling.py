@@ -175,3 +175,24 @@ def test_detrended_sd_removes_a_line_and_measures_the_rest():
     assert _detrended_sd(x, 3.0 + 2.0 * x) == pytest.approx(0.0, abs=1e-9)
     wave = np.sin(2 * np.pi * x)  # whole periods: nearly orthogonal to the line
     assert _detrended_sd(x, 1.0 - x + wave) == pytest.approx(np.std(wave), rel=0.02)
+
+
+def test_quality_quick_runs_the_tangent_hold_out_and_k_fold_variants(tmp_path, data_dir):
+    """``admm-quality`` on 300 kin40k rows with the two tangent variants and the dense
+    reference: finite metrics for every row, and the summary's ratios are the rows'."""
+    from gpscale.bench import main
+
+    rc = main(["admm-quality", "--quick", "--n", "300", "--test-n", "200", "--max-iter", "3",
+               "--variants", "admm-hocv (tangent θ-step)", "admm-kfold (tangent θ-step)",
+               "--threads", "1", "--out", str(tmp_path)])
+    assert rc == 0
+    lines = [json.loads(x) for x in
+             (tmp_path / "admm-quality.jsonl").read_text().splitlines()]
+    fits = {r["method"]: r for r in lines if r.get("kind") == "fit" and r["fit_s"] > 0}
+    assert {"admm-hocv (tangent θ-step)", "admm-kfold (tangent θ-step)",
+            "exact ML-II (L-BFGS)"} <= set(fits)
+    assert all(math.isfinite(r["rmse"]) and math.isfinite(r["nlpd"]) for r in fits.values())
+    s = lines[-1]
+    assert s["admm_rmse"] == fits[s["best_variant"]]["rmse"]
+    assert s["exact_s"] == fits["exact ML-II (L-BFGS)"]["fit_s"]
+    assert any(r.get("kind") == "reference" for r in lines)

@@ -252,7 +252,7 @@ def fit_admm_hocv(
 #: backtrack cap trades time for precision near the optimum, where the inexact solves
 #: make the line search fail; it was chosen on kin40k (admm-quality, RBF-ARD), where
 #: 5 / 7 / 10 backtracks gave test RMSE 1.008 / 1.012 / 1.008x exact ML-II's in 50 / 56 /
-#: 82 s at n = 8000, and 1.055 / 1.045 / 1.047x in 149 / 247 / 248 s at n = 16 000.
+#: 78-82 s at n = 8000, and 1.055 / 1.045 / 1.047x in 149 / 236 / 248 s at n = 16 000.
 #: ``fit_admm_hocv(model, **TANGENT)``.
 TANGENT: dict[str, Any] = {"coupling": "tangent", "lam_init": "adjoint", "rho": 20.0,
                            "cg_max_iter": 50, "max_backtracks": 7, "eps": 1e-2}
