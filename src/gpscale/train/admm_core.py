@@ -39,9 +39,10 @@ paper's ρ and 95–99.5 % with both options.
 the residual stays where it was, which turns the θ-step into L-BFGS steps on the
 hold-out CV loss itself (two CG solves per step, O(n · n_T) each iteration of them).
 On kin40k (n = 8000, RBF-ARD, the TANGENT preset of :mod:`gpscale.train.admm`) it
-stopped after 8 iterations at a test RMSE 1.012x exact ML-II's, in 0.24x its time,
-where the best fixed-z variant (adaptive ρ) was at 1.168x after 20 (``gpscale bench
-admm-quality``, benchmarks/results/admm-quality-n8000).
+stopped after 8 iterations at a test RMSE 1.012x exact ML-II's, in 0.24x its time
+(``gpscale bench admm-quality``, benchmarks/results/admm-quality-n8000); the best
+fixed-z variant (adaptive ρ, CG ≤ 50) was at 1.168x after 20 iterations in an earlier
+run of it (benchmarks/results/admm-quality.md has every variant, at n = 4000).
 """
 
 from __future__ import annotations
