@@ -27,6 +27,7 @@ import time
 import torch
 
 from ..train.admm import TANGENT, cg_predict, fit_admm_hocv, make_options, scale_cg_options
+from ..train.admm_core import dense_blocks
 from ..train.admm_scale import calibrate_scale
 from .admm_scaling import _rbf_ard
 from .harness import register
@@ -67,8 +68,9 @@ def _child(n: int, d: int, iters: int, cap: int, dense_bytes: int, device: str, 
     row = {"n": n, "d": d, "iters": iters, "cg_cap": cap, "rss_data_gib": _peak_gib()}
     opts = {**TANGENT, "cg_max_iter": cap, "curve_cg": min(cap, 10), "theta_steps": 1,
             "max_backtracks": 2, "dense_bytes": dense_bytes}
-    n_T = n - round(0.5 * n)  # fit_admm_hocv's default split: ½ validates
-    row["blocks"] = "dense" if n * n_T * X.element_size() <= dense_bytes else "chunked"
+    n_V = round(0.5 * n)  # fit_admm_hocv's default split: ½ validates
+    dense = dense_blocks(make_options(**opts), n - n_V, n_V, X.element_size())
+    row["blocks"] = "dense" if dense else "chunked"
 
     def sync() -> None:
         if cuda:

@@ -164,6 +164,13 @@ class ADMMOptions:
             raise ValueError("armijo_shrink and armijo_c must lie in (0, 1)")
 
 
+def dense_blocks(opts: ADMMOptions, n_T: int, n_V: int, itemsize: int = 8) -> bool:
+    """Whether a hold-out run holds K_VT and K_TT densely: ``memory="dense"``, or
+    ``"auto"`` with their (n_T + n_V) · n_T entries within ``dense_bytes``."""
+    need = (n_T + n_V) * n_T * itemsize
+    return opts.memory == "dense" or (opts.memory == "auto" and need <= opts.dense_bytes)
+
+
 class HoldoutADMM:
     """State (θ, z, λ) of Algorithm 1 on one split; the model holds θ.
 
@@ -188,9 +195,7 @@ class HoldoutADMM:
         if not self.params:
             raise ValueError("the model has no trainable hyperparameters")
         n_T, n_V = X_T.shape[0], X_V.shape[0]
-        dense_need = (n_T + n_V) * n_T * X_T.element_size()
-        self.dense = (opts.memory == "dense"
-                      or (opts.memory == "auto" and dense_need <= opts.dense_bytes))
+        self.dense = dense_blocks(opts, n_T, n_V, X_T.element_size())
         self.block = opts.block or auto_block(max(n_T, n_V), n_T, X_T.element_size())
         self.prox: tuple[torch.Tensor, torch.Tensor, float] | None = None
         self.rho = float(opts.rho)  # ρ now (changes only with ``adaptive_rho``)
