@@ -216,6 +216,23 @@ def test_project_B(p, scale, seed):
         assert torch.allclose(P / torch.linalg.matrix_norm(P), B / torch.linalg.matrix_norm(B))
 
 
+@settings(max_examples=40, deadline=None)
+@given(p=st.integers(1, 8), noise=st.floats(1e-3, 10.0), seed=st.integers(0, 10_000),
+       shift=st.floats(-2.0, 2.0), bounded=st.booleans())
+def test_project_A_equals_eigenvalue_clipping(p, noise, seed, shift, bounded):
+    """Both paths (Cholesky test says inside: returned as is; else eigenvalue clipping)
+    equal the dense reference U clip(Λ) Uᵀ, with spectra inside, across and outside."""
+    g = torch.Generator().manual_seed(seed)
+    Q = torch.linalg.qr(torch.randn(p, p, generator=g, dtype=D64))[0]
+    lam = noise * (1 + shift + 0.5 * torch.rand(p, generator=g, dtype=D64))
+    A = (Q * lam) @ Q.T + 1e-3 * noise * torch.randn(p, p, generator=g, dtype=D64)
+    a_max = 2.5 * noise if bounded else None
+    sym = 0.5 * (A + A.T)
+    ev, U = torch.linalg.eigh(sym)
+    ref = (U * ev.clamp(min=noise, max=a_max)) @ U.T
+    assert torch.allclose(project_A(A, noise, a_max), ref, rtol=0, atol=1e-12 * noise * p)
+
+
 def test_project_A_rejects_non_square():
     with pytest.raises(ValueError, match="square"):
         project_A(torch.zeros(2, 3, dtype=D64), 0.1)

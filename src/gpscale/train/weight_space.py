@@ -122,10 +122,21 @@ def grad_B(phi: torch.Tensor, n: int, noise: torch.Tensor, A: torch.Tensor,
 def project_A(A: torch.Tensor, noise: float | torch.Tensor,
               a_max: float | None = None) -> torch.Tensor:
     """Euclidean (Frobenius) projection onto {A = Aᵀ, σ²I ⪯ A ⪯ a_max I}: symmetrise,
-    then clip the eigenvalues to [σ², a_max] (§3.1, Ω₁)."""
+    then clip the eigenvalues to [σ², a_max] (§3.1, Ω₁).
+
+    When the symmetric part already lies inside (Cholesky factorisations of A − σ²I
+    and, with a bound, a_max·I − A succeed) it is its own projection, and the
+    eigendecomposition is skipped: the usual case along a MINIMAX run, and several
+    times cheaper than ``eigh``."""
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ValueError(f"A must be a square matrix, got shape {tuple(A.shape)}")
     sym = 0.5 * (A + A.mT)
+    eye = torch.eye(A.shape[0], dtype=A.dtype, device=A.device)
+    inside = int(torch.linalg.cholesky_ex(sym - noise * eye).info) == 0
+    if inside and a_max is not None:
+        inside = int(torch.linalg.cholesky_ex(a_max * eye - sym).info) == 0
+    if inside:
+        return sym
     lam, U = robust_eigh(sym)
     lam = lam.clamp(min=float(noise), max=a_max)
     return (U * lam) @ U.mT
