@@ -175,3 +175,18 @@ def test_move_to_last_equals_adjacent_swaps(p, device):
         g.swap_adjacent(q)
     _assert_same(f, g, tol=1e-12)
     _assert_same(f, CholQRFactors(kern, X, y, piv[:p] + piv[p + 1:] + [piv[p]], 0.1))
+
+
+@pytest.mark.parametrize("block", [1, 3, 16])
+@pytest.mark.parametrize("p", [0, 5, 31, 38])
+def test_move_to_last_blocked_equals_fresh_factors(p, block, device, monkeypatch):
+    """Many pivots (40 > 2 blocks): the blocked carry products across block
+    boundaries give the factors of a fresh factorisation in the new order."""
+    from gpscale.linalg import qr_update
+
+    monkeypatch.setattr(qr_update, "BLOCK", block)
+    kern, X, y = _data(150, 2, 11, device)
+    piv = torch.randperm(150, generator=torch.Generator().manual_seed(3))[:40].tolist()
+    f = CholQRFactors(kern, X, y, piv, 0.1)
+    f.move_to_last(p)
+    _assert_same(f, CholQRFactors(kern, X, y, piv[:p] + piv[p + 1:] + [piv[p]], 0.1))
