@@ -2,6 +2,8 @@
 
 import json
 import math
+import subprocess
+import sys
 
 import pytest
 import torch
@@ -93,3 +95,12 @@ def test_exact_bench_tiny_run(tmp_path, capsys, data_dir):
                                                                      "sklearn"}
     for ext in ("jsonl", "md", "png"):
         assert (tmp_path / f"exact.{ext}").stat().st_size > 0
+
+
+def test_warm_up_pays_the_lazy_optimiser_import_before_timing():
+    """``warm_up`` (called by every ``gpscale bench`` run before its first timing) leaves
+    ``torch._dynamo`` imported, so the first timed fit does not pay for it."""
+    code = ("import sys; from gpscale.bench.harness import warm_up; "
+            "assert 'torch._dynamo' not in sys.modules; warm_up(); "
+            "assert 'torch._dynamo' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)

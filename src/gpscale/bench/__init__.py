@@ -29,6 +29,7 @@ from .harness import (
     resolve_device,
     time_call,
     time_calls,
+    warm_up,
 )
 
 __all__ = ["main", "build_parser", "run", "REGISTRY", "Benchmark", "Recorder", "Timing",
@@ -70,6 +71,7 @@ def run(name: str, args: argparse.Namespace, command: str | None = None) -> Reco
     args.device = device
     threads = getattr(args, "threads", None)
     with thread_limit(threads):
+        warm_up()
         rec = Recorder(name, args.out, device, command=command)
         bench.run(args, rec)
         rec.finish(bench.plot)

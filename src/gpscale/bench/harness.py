@@ -122,6 +122,14 @@ class Timing:
                 "repeats": len(self.times)}
 
 
+def warm_up() -> None:
+    """Pay torch's one-time lazy imports before anything is timed: the first
+    ``torch.optim`` optimiser built in a process imports ``torch._dynamo`` (about 1.7 s
+    on the 2-core CI machine), which would otherwise be charged to whichever fit a
+    benchmark happens to time first."""
+    torch.optim.LBFGS([torch.zeros(1, requires_grad=True)])
+
+
 def time_calls(fns: dict[str, Callable[[], Any]], repeats: int = 5, warmup: int = 1,
                device: torch.device | None = None) -> dict[str, Timing]:
     """Time each callable: ``warmup`` untimed calls, then ``repeats`` timed ones
