@@ -86,19 +86,19 @@ def test_approx_gains_exact_with_all_pivots(kind, device):
         assert math.isclose(float(approx[j]), exact, rel_tol=1e-6, abs_tol=1e-6), j
 
 
-@pytest.mark.parametrize("duplicate", [False, True])
+@pytest.mark.parametrize("duplicate", ["none", "inducing", "pivot"])
 def test_residual_factor_blockwise_equals_column_by_column(duplicate, device, monkeypatch):
-    """L_z from one z × z Cholesky equals the sequential pivoted factor; with a pivot
-    that duplicates an inducing point (zero residual) the column-by-column path runs
-    and gives that pivot a zero column."""
+    """L_z from one z × z Cholesky equals the sequential pivoted factor. A pivot that
+    duplicates an inducing point (zero residual from the start) gets a zero column on
+    the blockwise path; one that duplicates an earlier information pivot (zero residual
+    only after it) sends the factor down the column-by-column path."""
     X, y, kern = _problem(60, 2, 4, device)
-    if duplicate:
-        X[41] = X[3]
+    if duplicate != "none":
+        X[41] = X[3] if duplicate == "inducing" else X[50]
     f = CholQRFactors(kern, X, y, [3, 12, 25, 31, 7], 0.1)
     info = InfoPivots(f, z=12, generator=torch.Generator().manual_seed(1))
-    if duplicate:
-        info.J[0] = 41
-        info.K_J[:, 0] = f.kernel_column(41)
+    info.J = [20, 50, 41, 44, 9, 15, 58, 1, 36, 27, 48, 10]
+    info.K_J = kern(X, X[torch.tensor(info.J, device=X.device)]).detach()
     idx = torch.tensor(info.J, device=X.device)
     Rz = info.K_J - f._Lt[: f.k].mT @ f._Lt[: f.k][:, idx]
     seq = info._residual_factor_by_columns(f, Rz)
@@ -107,8 +107,8 @@ def test_residual_factor_blockwise_equals_column_by_column(duplicate, device, mo
     monkeypatch.setattr(info, "_residual_factor_by_columns",
                         lambda *a: calls.append(1) or by_columns(*a))
     torch.testing.assert_close(info.residual_factor(f), seq, rtol=1e-10, atol=1e-12)
-    assert bool((seq[:, 0] == 0).all()) == duplicate
-    assert len(calls) == int(duplicate)  # the blockwise path unless a pivot is degenerate
+    assert bool((seq[:, 2] == 0).all()) == (duplicate != "none")
+    assert len(calls) == int(duplicate == "pivot")
 
 
 def test_approx_ranking_finds_good_candidates():

@@ -104,19 +104,26 @@ class InfoPivots:
         """L_z (n × z): partial Cholesky of K − LLᵀ with pivots J; a pivot whose
         residual variance is below rtol · K[j, j] gets a zero column. O(zkn + z²n).
 
-        Computed blockwise, L_z = (K − LLᵀ)[:, J] C⁻ᵀ with C = chol((K − LLᵀ)[J, J]),
-        which is the column-by-column factor when every pivot's residual clears the
-        threshold (C's squared diagonal holds those residuals); otherwise column by
-        column, skipping the pivots that do not."""
+        Computed blockwise: a pivot whose residual is already below the threshold
+        before any other pivot (a point in the span of the inducing set, e.g. the
+        duplicate of one) gets its zero column at once, since residuals only shrink;
+        the rest is L_z = (K − LLᵀ)[:, J'] C⁻ᵀ with C = chol((K − LLᵀ)[J', J']), the
+        column-by-column factor when each of them still clears the threshold after the
+        ones before it (C's squared diagonal holds those residuals). Otherwise column
+        by column."""
         k = f.k
         idx = torch.tensor(self.J, dtype=torch.long, device=f.X.device)
         Rz = self.K_J - f._Lt[:k].mT @ f._Lt[:k][:, idx]
         if not self.J:
             return Rz
-        C, info = torch.linalg.cholesky_ex(Rz[idx])
         floor = self.rtol * f.kdiag[idx].clamp_min(1e-300)
-        if int(info) == 0 and bool((torch.diagonal(C) ** 2 > floor).all()):
-            return torch.linalg.solve_triangular(C, Rz.mT, upper=False).mT
+        live = torch.nonzero(torch.diagonal(Rz[idx]) > floor).flatten()
+        R_live = Rz[:, live]
+        C, info = torch.linalg.cholesky_ex(R_live[idx[live]])
+        if int(info) == 0 and bool((torch.diagonal(C) ** 2 > floor[live]).all()):
+            out = torch.zeros_like(Rz)
+            out[:, live] = torch.linalg.solve_triangular(C, R_live.mT, upper=False).mT
+            return out
         return self._residual_factor_by_columns(f, Rz)
 
     def _residual_factor_by_columns(self, f: CholQRFactors, Rz: torch.Tensor) -> torch.Tensor:
