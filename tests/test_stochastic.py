@@ -220,8 +220,8 @@ def test_project_B(p, scale, seed):
 @given(p=st.integers(1, 8), noise=st.floats(1e-3, 10.0), seed=st.integers(0, 10_000),
        shift=st.floats(-2.0, 2.0), bounded=st.booleans())
 def test_project_A_equals_eigenvalue_clipping(p, noise, seed, shift, bounded):
-    """Both paths (Cholesky test says inside: returned as is; else eigenvalue clipping)
-    equal the dense reference U clip(Λ) Uᵀ, with spectra inside, across and outside."""
+    """project_A equals the dense reference U clip(Λ) Uᵀ of the symmetric part, with
+    spectra inside, across and outside [σ², a_max]."""
     g = torch.Generator().manual_seed(seed)
     Q = torch.linalg.qr(torch.randn(p, p, generator=g, dtype=D64))[0]
     lam = noise * (1 + shift + 0.5 * torch.rand(p, generator=g, dtype=D64))
