@@ -30,8 +30,11 @@ import math
 import numpy as np
 import torch
 
-#: steps per block of :func:`_apply_carry` (flops grow with it, operation count falls)
-BLOCK = 16
+#: steps per block of :func:`_carry_blocks` (flops grow with it, operation count falls).
+#: One thread, mean of 20 random removals (n, m: old per-step sweep → blocks of 8):
+#: (1000, 64) 1.9 → 0.95 ms, (3800, 256) 13.8 → 8.0 ms, (10000, 512) 38.8 → 31.0 ms;
+#: 16 is 10 % faster at n = 1000 but 22 % slower at n = 10 000.
+BLOCK = 8
 
 
 def _carry_matrix(steps: list[tuple[float, float, float, float]]) -> np.ndarray:
