@@ -27,6 +27,7 @@ def test_stochastic_bench_tiny(tmp_path, data_dir):
     # pumadyn32nm is not in the paper's tables; RMSE in y's units is ours, always there
     assert all(r["paper_nlml"] is None and r["rmse_y"] > 0 for r in fits
                if r.get("kind") == "fit")
+    assert "protocol:" not in (tmp_path / "stochastic.md").read_text()  # the paper's
 
 
 def test_stochastic_bench_rff_kernel_rows(tmp_path, data_dir):
@@ -47,6 +48,8 @@ def test_stochastic_bench_rff_kernel_rows(tmp_path, data_dir):
     assert all(math.isfinite(r["train_rmse"]) for r in full)
     fits = [json.loads(s) for s in lines[:-1] if json.loads(s).get("kind") == "fit"]
     assert fits and all(r["lr_schedule"] == "cosine" for r in fits)
+    assert ("protocol: every method ran adadelta with a cosine learning rate"
+            in (tmp_path / "stochastic.md").read_text())
 
 
 def test_paper_tables_are_copied_faithfully():

@@ -203,6 +203,9 @@ def run(args, rec) -> None:
     args.epochs = args.epochs or (2.0 if quick else 100.0)
     iters = args.fullbatch_iters or (60 if quick else 500)
     device = args.device
+    if args.optimizer != "adadelta" or args.lr_schedule != "constant":
+        rec.note(f"protocol: every method ran {args.optimizer} with a {args.lr_schedule} "
+                 "learning rate, not the paper's AdaDelta with a constant one (§5)")
     if "svgp" in args.methods and _svgp()[0] is None:
         rec.note(_svgp()[1] + " — the SVGP row is left empty")
     results: dict[tuple, float] = {}
