@@ -1,5 +1,7 @@
 """Discrete kernels against naive per-pair formulas, PSD checks, chunking, config."""
 
+from unittest import mock
+
 import numpy as np
 import pytest
 import torch
@@ -15,6 +17,7 @@ from gpscale.kernels import (
     Sum,
     Tanimoto,
     TanimotoDot,
+    discrete,
     from_config,
     make_kernel,
     scaled_sum,
@@ -103,8 +106,11 @@ def test_min_sum_paths_and_chunking(n1, n2, F, seed, frac, p0):
         A, B = A * 0.37, B * 1.3
     ref = np.minimum(A[:, None, :], B[None]).sum(-1)
     tA, tB = torch.tensor(A), torch.tensor(B)
-    for budget in (1, 64, 2**26):  # 1 byte: one row per block
-        np.testing.assert_allclose(min_sum(tA, tB, budget).numpy(), ref, rtol=1e-13, atol=1e-13)
+    for small in (0, discrete.MAX_SMALL_BROADCAST):  # 0: integers take the threshold path
+        with mock.patch.object(discrete, "MAX_SMALL_BROADCAST", small):
+            for budget in (1, 64, 2**26):  # 1 byte: one row per block
+                np.testing.assert_allclose(min_sum(tA, tB, budget).numpy(), ref,
+                                           rtol=1e-13, atol=1e-13)
     np.testing.assert_allclose(Tanimoto(budget=1)(tA, tB).numpy(),
                                Tanimoto()(tA, tB).numpy(), rtol=1e-14, atol=0)
 
@@ -124,7 +130,8 @@ def test_min_sum_on_disjoint_and_partial_supports():
 def test_integer_path_equals_broadcast_on_large_counts():
     A = _counts(30, 50, 1, top=40, p0=0.8)
     tA = torch.tensor(A)
-    fast = min_sum(tA, tA)
+    with mock.patch.object(discrete, "MAX_SMALL_BROADCAST", 0):  # 30·30·50 is "small"
+        fast = min_sum(tA, tA)
     slow = min_sum(tA + 0.5, tA + 0.5) - 0.5 * 50  # shifted: forces the broadcast path
     torch.testing.assert_close(fast, slow, rtol=1e-13, atol=1e-10)
 

@@ -35,6 +35,10 @@ from .memo import InputMemo
 DEFAULT_BUDGET = 64 * 2**20
 #: integer-valued inputs with counts up to this use the threshold-matmul path of min_sum
 MAX_THRESHOLDS = 256
+#: below this many n1·n2·F entries (over the joint support) min_sum broadcasts even for
+#: integer counts: one ESOL kernel column (1015 molecules, ~40 shared features) takes
+#: 0.10 ms this way and 0.93 ms by thresholds; they break even near 8 columns (10⁶ entries)
+MAX_SMALL_BROADCAST = 2**19
 #: the largest kernel block (entries) whose parameter-free reduction is cached: n x m
 #: blocks of a sparse GP, not the n x n matrix of a large exact GP
 MAX_CACHED_BLOCK = 2**24
@@ -138,7 +142,9 @@ def min_sum(X1: torch.Tensor | Counts, X2: torch.Tensor | Counts,
     i.e. one indicator matmul per threshold t over only the columns where both inputs
     reach t (sparse fingerprints have few columns above 1); each product is an exact
     integer, computed in float32 when F < 2²⁴ and accumulated in the input dtype.
-    Other inputs are reduced by broadcasting over row blocks within ``budget`` bytes.
+    Other inputs, and small blocks (at most :data:`MAX_SMALL_BROADCAST` entries, such
+    as a single kernel column), are reduced by broadcasting over row blocks within
+    ``budget`` bytes.
     """
     A = X1 if isinstance(X1, Counts) else Counts.of(X1, "min_sum")
     B = X2 if isinstance(X2, Counts) else Counts.of(X2, "min_sum")
@@ -157,7 +163,8 @@ def min_sum(X1: torch.Tensor | Counts, X2: torch.Tensor | Counts,
     Xb = B.X if full else B.columns(cols)
     F = cols.numel()
     top = float(both.max())
-    if A.integer and B.integer and top <= MAX_THRESHOLDS:
+    small = n1 * n2 * F <= MAX_SMALL_BROADCAST
+    if A.integer and B.integer and top <= MAX_THRESHOLDS and not small:
         exact32 = F < 2**24 and torch.get_float32_matmul_precision() == "highest"
         work = torch.float32 if exact32 else Xa.dtype  # TF32 would round the counts
         for t in range(1, int(top) + 1):
