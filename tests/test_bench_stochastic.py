@@ -28,6 +28,14 @@ def test_stochastic_bench_tiny(tmp_path, data_dir):
     assert all(r["paper_nlml"] is None and r["rmse_y"] > 0 for r in fits
                if r.get("kind") == "fit")
     assert "protocol:" not in (tmp_path / "stochastic.md").read_text()  # the paper's
+    # NLML per point in y's units: the standardised one plus log sd(y), the same shift
+    # for every row of a data set
+    shifts = {round(r["nlml_y"] - r["nlml"], 12) for r in fits
+              if r.get("kind") in ("fit", "fullbatch")}
+    from gpscale.data import load_uci
+    assert len(shifts) == 1
+    assert math.isclose(shifts.pop(), math.log(load_uci("pumadyn32nm").scaler.y_scale),
+                        rel_tol=1e-9, abs_tol=1e-12)
 
 
 def test_stochastic_bench_rff_kernel_rows(tmp_path, data_dir):
