@@ -54,13 +54,12 @@ def _carry_matrix(steps: list[tuple[float, float, float, float]]) -> np.ndarray:
     return C
 
 
-def _carry_blocks(steps: list[tuple[float, float, float, float]], block: int | None = None
+def _carry_blocks(steps: list[tuple[float, float, float, float]]
                   ) -> list[tuple[int, int, np.ndarray]]:
-    """The steps cut into blocks of ``block`` (default :data:`BLOCK`): (t0, t1, C) with C
-    the :func:`_carry_matrix` of steps t0 … t1−1."""
-    block = BLOCK if block is None else block
-    return [(t0, min(t0 + block, len(steps)), _carry_matrix(steps[t0 : t0 + block]))
-            for t0 in range(0, len(steps), block)]
+    """The steps cut into blocks of :data:`BLOCK`: (t0, t1, C) with C the
+    :func:`_carry_matrix` of steps t0 … t1−1."""
+    return [(t0, min(t0 + BLOCK, len(steps)), _carry_matrix(steps[t0 : t0 + BLOCK]))
+            for t0 in range(0, len(steps), BLOCK)]
 
 
 def _apply_carry(rows, blocks: list[tuple[int, int, np.ndarray]]) -> None:
