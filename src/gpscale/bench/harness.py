@@ -17,7 +17,6 @@ import math
 import os
 import platform
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,8 @@ from typing import Any, TextIO
 
 import numpy as np
 import torch
+
+from .. import files
 
 Runner = Callable[[Any, "Recorder"], None]
 Plotter = Callable[[Any, list[dict], dict], None]
@@ -222,22 +223,10 @@ def _jsonable(v: Any) -> Any:
 
 
 def atomic_write(path: str | os.PathLike, data: str | bytes) -> Path:
-    """Write ``data`` to ``path`` through a temporary file in the same folder + rename."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data.encode() if isinstance(data, str) else data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, 0o644)  # mkstemp makes it 0600
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
+    """Write ``data`` to ``path`` (its folder created if missing) through
+    :func:`gpscale.files.atomic_write`."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    return files.atomic_write(path, data)
 
 
 def _fmt(v: Any) -> str:

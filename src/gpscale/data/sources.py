@@ -25,6 +25,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from ..files import atomic_write
+
 ENV_DATA, ENV_CACHE, ENV_OFFLINE = "GPSCALE_DATA", "GPSCALE_CACHE", "GPSCALE_OFFLINE"
 
 
@@ -259,13 +261,6 @@ def _check_not_lfs_pointer(path: Path, url: str) -> None:
         )
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".part")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
-
-
 def fetch(key: str, remote: Remote) -> Path:
     """Path of ``remote``: a byte-identical copy in ``data_dir()``, the cache, or a fresh
     download with pooch (checksum-verified where the hash is known)."""
@@ -301,7 +296,8 @@ def fetch(key: str, remote: Remote) -> Path:
     if remote.member_sha256 and hashlib.sha256(data).hexdigest() != remote.member_sha256:
         raise ValueError(f"{remote.member} in {got} does not match sha256 "
                          f"{remote.member_sha256}; delete {got} and retry")
-    _atomic_write(target, data)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(target, data)
     return target
 
 
