@@ -197,29 +197,41 @@ def test_data_frame_columns_are_remembered_and_checked(tmp_path):
 
 
 def test_register_a_method_and_a_model_class(tmp_path):
+    """A new method is one registration; a model class that honours the GPModel contract
+    (here inherited from ExactGP) saves and loads with no hook, and a model that does not
+    is refused at save time with a message naming the contract."""
+
     class FixedNoiseGP(ExactGP):
         pass
+
+    class PlainModule(torch.nn.Module):
+        def predict(self, X, include_noise=False):
+            return torch.zeros(X.shape[0]), torch.ones(X.shape[0])
 
     def fit_fixed(X, y, kernel, noise=0.01, max_iter=20):
         model = FixedNoiseGP(kernel, X, y, noise=noise)
         model.raw_noise.requires_grad_(False)
         return model, gpscale.fit_lbfgs(model, max_iter=max_iter, method="fixed-noise")
 
+    def fit_plain(X, y, kernel):
+        return PlainModule(), gpscale.FitResult(method="plain", theta={}, objective=0.0)
+
     X, y = _data(n=20)
     api.register_method("fixed-noise", fit_fixed, "exact GP with a fixed noise")
+    api.register_method("plain", fit_plain, "not a GPModel")
     try:
         with pytest.raises(ValueError, match="already registered"):
             api.register_method("fixed-noise", fit_fixed)
         assert api.METHODS["fixed-noise"].options == ("noise", "max_iter")
         pred = gpscale.fit(X, y, method="fixed-noise", noise=0.02)
         assert float(pred.model.noise) == pytest.approx(0.02)
-        with pytest.raises(ValueError, match="no save/load hook"):
-            pred.save(tmp_path / "m.pt")
-        api.register_model_io(FixedNoiseGP, api.MODEL_IO["ExactGP"].options,
-                              lambda k, s, o: FixedNoiseGP(k, s["X"], s["y"], mean=o["mean"]))
         back = gpscale.load(pred.save(tmp_path / "m.pt"))
         assert type(back.model) is FixedNoiseGP and back.method == "fixed-noise"
         np.testing.assert_array_equal(back.predict(X), pred.predict(X))
+        plain = gpscale.fit(X, y, method="plain")
+        with pytest.raises(ValueError, match="GPModel contract"):
+            plain.save(tmp_path / "plain.pt")
+        assert not (tmp_path / "plain.pt").exists()
     finally:
         api.METHODS.pop("fixed-noise", None)
-        api.MODEL_IO.pop("FixedNoiseGP", None)
+        api.METHODS.pop("plain", None)

@@ -196,7 +196,7 @@ def test_greedy_trace_matches_sparsegp_objective():
 
 def test_fit_selected_alternates_and_improves():
     pytest.importorskip("gpscale.train.cholqr", reason="CholQR trainer not available yet")
-    from gpscale.train.selectors import fit_selected
+    from gpscale.train.baselines import fit_selected
 
     X, y = _data(60, seed=7)
     for name in ("random", "ivm", "greedy", "variance"):

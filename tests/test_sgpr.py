@@ -7,7 +7,8 @@ import torch
 
 from gpscale.kernels import RBF, Scale
 from gpscale.models.exact import ExactGP
-from gpscale.models.sgpr import SGPR, fit_sgpr, kmeans
+from gpscale.models.sgpr import SGPR
+from gpscale.train.sgpr import fit_sgpr, kmeans
 
 
 def _data(n=30, seed=0, device="cpu"):
@@ -46,11 +47,11 @@ def test_z_equal_x_is_exact_gp_and_predictions_match():
     with torch.no_grad():
         assert float(model.objective().detach()) == pytest.approx(float(exact.nlml()), rel=1e-9)
     Xs = torch.rand(5, 2, dtype=torch.float64) * 4
-    mean, var = model.predict(Xs, return_var=True)
+    mean, var = model.predict(Xs)
     em, ev = exact.predict(Xs)
     torch.testing.assert_close(mean, em, rtol=1e-7, atol=1e-8)
     torch.testing.assert_close(var, ev, rtol=1e-6, atol=1e-8)
-    _, vy = model.predict(Xs, return_var=True, include_noise=True)
+    _, vy = model.predict(Xs, include_noise=True)
     torch.testing.assert_close(vy - var, torch.full_like(var, 0.1))
 
 
@@ -67,7 +68,7 @@ def test_predict_against_dense_formula():
         mu = Ksz @ torch.linalg.solve(Sigma, Kzx @ y) / s2
         var = (k.diag(Xs) - (Ksz * torch.linalg.solve(Kzz, Ksz.mT).mT).sum(1)
                + (Ksz * torch.linalg.solve(Sigma, Ksz.mT).mT).sum(1))
-    m, v = model.predict(Xs, return_var=True)
+    m, v = model.predict(Xs)
     torch.testing.assert_close(m, mu, rtol=1e-9, atol=1e-10)
     torch.testing.assert_close(v, var, rtol=1e-8, atol=1e-10)
 

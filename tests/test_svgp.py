@@ -262,7 +262,7 @@ def test_predictions_match_dense_formulas(device):
     torch.testing.assert_close(var_b, torch.diagonal(cov_ref), rtol=1e-9, atol=1e-10)
     _, var_y = model.predict(X, include_noise=True)
     torch.testing.assert_close(var_y, torch.diagonal(cov_ref) + 0.15, rtol=1e-9, atol=1e-10)
-    torch.testing.assert_close(model.predict(X, return_var=False), mean_ref,
+    torch.testing.assert_close(model.predict(X).mean, mean_ref,
                                rtol=1e-10, atol=1e-11)
     with pytest.raises(ValueError, match="columns"):
         model.predict(torch.zeros(3, 5, dtype=F64, device=device))

@@ -19,6 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from . import __version__, api
+from .files import atomic_path
 from .kernels import KERNELS
 from .threads import thread_limit
 
@@ -232,7 +233,7 @@ def csv_columns(path: str | Path, header: list[str],
 
 def write_predictions(path: str | Path, mean: np.ndarray, std: np.ndarray) -> None:
     """Write ``mean,std`` rows to ``path`` via a temporary file and a rename."""
-    with api.atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
+    with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["mean", "std"])
         w.writerows((repr(float(m)), repr(float(s))) for m, s in zip(mean, std))

@@ -19,6 +19,7 @@ from typing import TextIO
 import numpy as np
 
 from . import api
+from .files import atomic_path
 from .kernels import Periodic
 from .params import positive_params
 
@@ -147,6 +148,6 @@ def _plot(pred, X, y, train, test, X_train, y_train, score_rmse, score_nlpd, out
                  f"{SPLIT_YEAR:.0f}, RMSE {score_rmse:.2f} ppm, NLPD {score_nlpd:.2f}")
     out.mkdir(parents=True, exist_ok=True)
     path = out / PLOT_NAME
-    with api.atomic_path(path) as tmp:
+    with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=110)
     return path

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from typing import Any
 
 import numpy as np
 import torch
@@ -96,3 +97,19 @@ def check_positive(name: str, value) -> float:
     if not ok or not (math.isfinite(float(value)) and value > 0):
         raise ValueError(f"{name} must be a positive, finite number, got {value!r}")
     return float(value)
+
+
+def check_int(name: str, value: Any, low: int) -> int:
+    """``value`` as an int after checking it is an integer (not a bool) ≥ ``low``."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    return int(value)
+
+
+def as_dtype(dtype: torch.dtype | str) -> torch.dtype:
+    """A floating torch dtype from a dtype or its name (``'float64'``, ``'torch.float32'``)."""
+    value = dtype if isinstance(dtype, torch.dtype) else getattr(
+        torch, str(dtype).removeprefix("torch."), None)
+    if not isinstance(value, torch.dtype) or not value.is_floating_point:
+        raise ValueError(f"dtype must be a floating torch dtype like 'float64', got {dtype!r}")
+    return value

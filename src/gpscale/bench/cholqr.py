@@ -51,7 +51,7 @@ def _fit_snelson(method: str, X, y, m: int, init_idx: list[int], epochs: int, se
     from ..train.cholqr import fit_cholqr
 
     if method == "sgpr":
-        from ..models.sgpr import fit_sgpr
+        from ..train.sgpr import fit_sgpr
 
         model, res = fit_sgpr(X, y, _rbf(), m, noise=0.1, init=X[init_idx].clone(), seed=seed,
                               max_iter=200)
@@ -80,10 +80,10 @@ def run_snelson(args, rec) -> None:
                           dtype=torch.float64, device=dev)[:, None]
     methods = ["cholqr-mle", "cholqr-var"]
     try:
-        import gpscale.models.sgpr  # noqa: F401
+        import gpscale.train.sgpr  # noqa: F401
         methods.append("sgpr")
     except ImportError:
-        rec.note("gpscale.models.sgpr is not available: the SGPR-continuous row is missing")
+        rec.note("gpscale.train.sgpr is not available: the SGPR-continuous row is missing")
     _CURVES.clear()
     summary = {}
     for data, sl, m in (("full-200", slice(None), args.m), ("sub-20", slice(None, None, 10),
@@ -96,7 +96,7 @@ def run_snelson(args, rec) -> None:
             model, res, Z = _fit_snelson(method, X, y, m, init_idx, epochs, args.seed)
             secs = time.perf_counter() - t0
             with torch.no_grad():
-                mean, var = model.predict(grid, return_var=True)
+                mean, var = model.predict(grid)
                 var_y = var + model.noise
             _CURVES[f"{data}/{method}"] = {
                 "X": X.cpu().numpy()[:, 0], "y": y.cpu().numpy(), "grid": grid.cpu().numpy()[:, 0],
@@ -241,13 +241,13 @@ def _fit_kin(method: str, X, y, m: int, args, epochs: int, max_time: float):
                                 noise=0.1, seed=args.seed, max_epochs=epochs,
                                 max_time=max_time)
     elif method in ("random", "variance", "ivm"):
-        from ..train.selectors import fit_selected
+        from ..train.baselines import fit_selected
 
         model, res = fit_selected(method, X, y, _rbf(X.shape[1]), m, objective="vfe",
                                   noise=0.1, seed=args.seed, epochs=min(epochs, 10),
                                   max_time=max_time)
     elif method == "sgpr":
-        from ..models.sgpr import fit_sgpr
+        from ..train.sgpr import fit_sgpr
 
         model, res = fit_sgpr(X, y, _rbf(X.shape[1]), m, noise=0.1, init="random",
                               seed=args.seed, max_iter=200)
@@ -257,7 +257,7 @@ def _fit_kin(method: str, X, y, m: int, args, epochs: int, max_time: float):
 
     def predict(Xs):
         with torch.no_grad():
-            return model.predict(Xs, return_var=True, include_noise=True)
+            return model.predict(Xs, include_noise=True)
 
     info = {"epochs": len(res.history), "reason": res.reason}
     if hasattr(res, "history") and res.history and "rejection_rate" in res.history[-1]:

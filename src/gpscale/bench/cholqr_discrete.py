@@ -75,7 +75,7 @@ def fit_method(method: str, X, y, kernel, m: int, seed: int, epochs: int,
     variances, fit the VFE objective, and stop at a relative decrease below 1e-4 per
     epoch or after ``max_time``; a CholQR epoch is min(60, m) swaps plus a bounded
     hyperparameter phase, a baseline epoch a full re-selection plus the same phase."""
-    from ..train.selectors import fit_selected
+    from ..train.baselines import fit_selected
 
     if method.startswith("cholqr"):
         from ..train.cholqr import fit_cholqr
@@ -132,7 +132,7 @@ def run(args, rec) -> None:
                                             cholqr_epochs=cholqr_epochs,
                                             max_time=max_time)
                     fit_s = time.perf_counter() - t0
-                    mean, var = model.predict(Xte, return_var=True, include_noise=True)
+                    mean, var = model.predict(Xte, include_noise=True)
                     mean, var = mean.cpu().numpy(), var.cpu().numpy()
                     s1 = smse(yte, mean)
                     s2 = snlp(yte, mean, var, ytr.cpu().numpy())

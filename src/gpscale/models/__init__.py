@@ -1,10 +1,14 @@
-"""GP models: what the covariance is, its likelihood and its predictions."""
+"""GP models: what the covariance is, its likelihood and its predictions. Every model
+honours the contract of :class:`GPModel` (see :mod:`gpscale.models.base`)."""
 
+from .base import MODEL_CLASSES, GPModel, MeanAndVariance, model_class
 from .exact import ExactGP, gaussian_nll
 from .feature import FeatureGP, chunk_statistics
 from .grief import GriefIPosterior, OrthogonalGrief, grief_preconditioner
+from .sgpr import SGPR
 from .sparse import SparseGP
 from .svgp import SVGP
 
-__all__ = ["ExactGP", "FeatureGP", "chunk_statistics", "gaussian_nll", "GriefIPosterior",
-           "OrthogonalGrief", "grief_preconditioner", "SparseGP", "SVGP"]
+__all__ = ["GPModel", "MeanAndVariance", "MODEL_CLASSES", "model_class", "ExactGP",
+           "FeatureGP", "chunk_statistics", "gaussian_nll", "GriefIPosterior",
+           "OrthogonalGrief", "grief_preconditioner", "SGPR", "SparseGP", "SVGP"]

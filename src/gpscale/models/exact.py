@@ -19,8 +19,9 @@ from torch import nn
 
 from ..kernels import Kernel
 from ..linalg import robust_cholesky
-from ..params import LOG_2PI, Positive, summary
+from ..params import LOG_2PI, Positive
 from ..validation import as_test_inputs, check_xy
+from .base import GPModel, MeanAndVariance, dtype_name, no_data
 
 
 class _GaussianNLL(torch.autograd.Function):
@@ -83,7 +84,7 @@ class _ExactNLML(torch.autograd.Function):
         return (None, grad_r, grad_noise, *param_grads)
 
 
-class ExactGP(nn.Module):
+class ExactGP(GPModel):
     """Exact GP: y = f(X) + ε, f ~ GP(m, k), ε ~ N(0, σ²).
 
     Parameters
@@ -134,6 +135,21 @@ class ExactGP(nn.Module):
         params = [p for p in self.kernel.parameters() if p.requires_grad]
         return _ExactNLML.apply(self, self.y - self.mean_constant, self.noise, *params)
 
+    def objective(self, data: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """The NLML (the model holds its training rows; ``data`` must be None)."""
+        no_data(self, data)
+        return self.nlml()
+
+    # -- persistence ----------------------------------------------------------------
+    def to_config(self) -> dict[str, Any]:
+        return {"mean": self.mean_kind, "dtype": dtype_name(self.X)}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], state: dict[str, torch.Tensor],
+                    kernel: Kernel | None = None) -> ExactGP:
+        return cls(kernel, state["X"], state["y"], mean=config["mean"],
+                   dtype=getattr(torch, config["dtype"]))
+
     # -- prediction -----------------------------------------------------------------
     def _factor(self) -> tuple[torch.Tensor, torch.Tensor]:
         key = tuple(p._version for p in self.parameters()) + (id(self.X), self.X._version)
@@ -148,10 +164,11 @@ class ExactGP(nn.Module):
     def predict(
         self,
         X_new,
-        full_cov: bool = False,
+        *,
         include_noise: bool = False,
+        full_cov: bool = False,
         block: int = 4096,
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    ) -> MeanAndVariance:
         """Posterior mean and variance (or covariance with ``full_cov``) at ``X_new``.
 
         ``include_noise`` adds σ² (predictive distribution of y rather than f).
@@ -165,7 +182,7 @@ class ExactGP(nn.Module):
             cov = self.kernel(Xs) - V.mT @ V
             if include_noise:
                 cov = cov + torch.diag_embed(self.noise.expand(Xs.shape[0]))
-            return Ks.mT @ alpha + self.mean_constant, cov
+            return MeanAndVariance(Ks.mT @ alpha + self.mean_constant, cov)
         means, variances = [], []
         for s in range(0, Xs.shape[0], block):
             Xb = Xs[s : s + block]
@@ -174,7 +191,4 @@ class ExactGP(nn.Module):
             means.append(Ks.mT @ alpha + self.mean_constant)
             var = (self.kernel.diag(Xb) - (V * V).sum(0)).clamp_min(0.0)
             variances.append(var + self.noise if include_noise else var)
-        return torch.cat(means), torch.cat(variances)
-
-    def summary(self) -> str:
-        return summary(self)
+        return MeanAndVariance(torch.cat(means), torch.cat(variances))

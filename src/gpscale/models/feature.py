@@ -14,13 +14,16 @@ recomputed and contracted with ∂NLML/∂(ΦᵀΦ), ∂NLML/∂(Φᵀy)); memor
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
-from torch import nn
 
 from ..features import FeatureMap
+from ..features.config import feature_map_config, feature_map_from_config
 from ..linalg import robust_cholesky
-from ..params import LOG_2PI, Positive, summary
+from ..params import LOG_2PI, Positive
 from ..validation import as_test_inputs, check_xy
+from .base import GPModel, MeanAndVariance, dtype_name, no_data
 
 #: bytes for one chunk of Φ and its temporaries
 CHUNK_BYTES = 64 * 2**20
@@ -71,7 +74,7 @@ class _Statistics(torch.autograd.Function):
         return (None, None, None, None, *[next(it) if need else None for need in needs])
 
 
-class FeatureGP(nn.Module):
+class FeatureGP(GPModel):
     """GP with covariance Φ W Φᵀ + σ²I for a feature map Φ = features(X).
 
     ``weights``: ``"scalar"`` (W = w I, w learned: the signal variance), ``"diag"``
@@ -143,10 +146,28 @@ class FeatureGP(nn.Module):
                   + 2.0 * torch.log(torch.diagonal(L)).sum())
         return 0.5 * (quad + logdet + n * LOG_2PI)
 
+    def objective(self, data: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """The NLML (from the model's own statistics; ``data`` must be None)."""
+        no_data(self, data)
+        return self.nlml()
+
+    # -- persistence ----------------------------------------------------------------
+    def to_config(self) -> dict[str, Any]:
+        return {"weights": self.weights_kind, "dtype": dtype_name(self.X),
+                **feature_map_config(self.features)}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], state: dict[str, torch.Tensor],
+                    kernel: Any = None) -> FeatureGP:
+        dtype = getattr(torch, config["dtype"])
+        X, y = state["X"], state["y"]
+        feats = feature_map_from_config(config, X, dtype)
+        return cls(feats, X, y, weights=config["weights"], dtype=dtype)
+
     @torch.no_grad()
     def predict(
-        self, X_new, include_noise: bool = False, full_cov: bool = False
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+        self, X_new, *, include_noise: bool = False, full_cov: bool = False
+    ) -> MeanAndVariance:
         """Posterior mean and variance (or covariance) at ``X_new``."""
         Xs = as_test_inputs(X_new, self.X)
         gram, proj, _ = self.statistics()
@@ -158,7 +179,7 @@ class FeatureGP(nn.Module):
             cov = self.noise * (V.mT @ V)
             if include_noise:
                 cov = cov + torch.diag_embed(self.noise.expand(Xs.shape[0]))
-            return phi @ mean_w, cov
+            return MeanAndVariance(phi @ mean_w, cov)
         means, variances = [], []
         for s in range(0, Xs.shape[0], self.chunk):
             phi = self.features(Xs[s : s + self.chunk])
@@ -166,7 +187,4 @@ class FeatureGP(nn.Module):
             means.append(phi @ mean_w)
             variances.append(self.noise * (V * V).sum(0))
         var = torch.cat(variances)
-        return torch.cat(means), (var + self.noise if include_noise else var)
-
-    def summary(self) -> str:
-        return summary(self)
+        return MeanAndVariance(torch.cat(means), var + self.noise if include_noise else var)

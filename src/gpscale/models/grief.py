@@ -28,12 +28,15 @@ and :func:`grief_preconditioner` (§4.1, (K̃ + σ²I)⁻¹ for PCG on the exact
 
 from __future__ import annotations
 
-import torch
-from torch import nn
+from typing import Any
 
+import torch
+
+from ..features.grief import GriefFeatures
 from ..linalg import robust_eigh, woodbury_factor
 from ..params import LOG_2PI
 from ..validation import as_matrix
+from .base import GPModel, MeanAndVariance, dtype_name
 
 
 class _OrthNLML(torch.autograd.Function):
@@ -142,7 +145,7 @@ class OrthogonalGrief:
         return mean, (var + noise if include_noise else var)
 
 
-class GriefIPosterior(nn.Module):
+class GriefIPosterior(GPModel):
     """GP-GRIEF-I predictive model: the MCMC draws (wₛ, σ²ₛ) of the re-weighted kernel
     s₀ Φ̃ diag(w) Φ̃ᵀ (basis rotated as in §5, ``OrthogonalGrief(normalize=False)`` on
     √s₀ Φ, so w = 1 is the initialised GRIEF kernel), averaged as a Gaussian mixture:
@@ -186,9 +189,25 @@ class GriefIPosterior(nn.Module):
         """p̃, the number of rotated basis functions."""
         return self.w.shape[1]
 
+    def objective(self, data: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """Mean over the draws of the NLML of ``data=(X, y)``, the training data (the model
+        keeps Φ̃ᵀy, not the rows). The rotated basis is orthogonal, Φ̃ᵀΦ̃ = diag(a), so with
+        Dᵢ = σ² + aᵢwᵢ: NLML = ½[(yᵀy − Σ r̃ᵢ² wᵢ/Dᵢ)/σ² + (n − p̃) log σ² + Σ log Dᵢ
+        + n log 2π]."""
+        if data is None:
+            raise ValueError("GriefIPosterior.objective needs data=(X, y), the training data")
+        y = torch.as_tensor(data[1], dtype=self.w.dtype, device=self.w.device).reshape(-1)
+        n, p = y.shape[0], self.rank
+        a = torch.ones_like(self.sv2) if self.normalize else self.sv2
+        noise = self.noise[:, None]
+        D = noise + a * self.w  # (S, p̃)
+        quad = (y @ y - (self.r**2 * self.w / D).sum(1)) / self.noise
+        logdet = (n - p) * torch.log(self.noise) + torch.log(D).sum(1)
+        return (0.5 * (quad + logdet + n * LOG_2PI)).mean()
+
     @torch.no_grad()
-    def predict(self, X_new: torch.Tensor, include_noise: bool = False,
-                block: int = 4096) -> tuple[torch.Tensor, torch.Tensor]:
+    def predict(self, X_new: torch.Tensor, *, include_noise: bool = False,
+                block: int = 4096) -> MeanAndVariance:
         """Mixture mean and variance at ``X_new`` over all kept samples."""
         X_new = as_matrix(X_new, "X_new", self.w.dtype, self.w.device)
         a = torch.ones_like(self.sv2) if self.normalize else self.sv2
@@ -205,7 +224,7 @@ class GriefIPosterior(nn.Module):
             mean = mu.mean(0)
             means.append(mean)
             variances.append(((var + mu * mu).mean(0) - mean * mean).clamp_min(0.0))
-        return torch.cat(means), torch.cat(variances)
+        return MeanAndVariance(torch.cat(means), torch.cat(variances))
 
     def summary(self) -> str:
         ls = self.features.lengthscale.detach().reshape(-1).cpu()
@@ -219,6 +238,27 @@ class GriefIPosterior(nn.Module):
             f"  weights w (posterior means): min {float(w.min()):.4g}, "
             f"median {float(w.median()):.4g}, max {float(w.max()):.4g}",
         ])
+
+    # -- persistence: the grid is rebuilt from the saved training inputs X --------------
+    def to_config(self) -> dict[str, Any]:
+        f = self.features
+        return {"dtype": dtype_name(self.w), "num_features": f.num_features,
+                "kernel": f.kernel, "m_bar": f.m_bar, "grid": f.grid_kind,
+                "eig_floor": f.eig_floor, "gap_tol": f.gap_tol, "normalize": self.normalize}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], state: dict[str, torch.Tensor],
+                    kernel: Any = None) -> GriefIPosterior:
+        dtype = getattr(torch, str(config["dtype"]))
+        X = state["X"].to(dtype)
+        feats = GriefFeatures(X, config["num_features"], m_bar=config["m_bar"],
+                              kernel=config["kernel"], grid=config.get("grid", "uniform"),
+                              eig_floor=config["eig_floor"], gap_tol=config["gap_tol"],
+                              dtype=dtype)
+        feats.raw_lengthscale.requires_grad_(False)
+        z = {k: torch.zeros_like(v, dtype=dtype) for k, v in state.items()}  # shapes only
+        return cls(feats, z["scale"], z["V"], z["sv2"], z["r"], z["w"], z["noise"],
+                   normalize=config["normalize"], X=X)
 
 
 def grief_preconditioner(

@@ -17,17 +17,19 @@ c = LB⁻¹ A y / σ:
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
 from ..kernels import Kernel
 from ..linalg import robust_cholesky
-from ..params import LOG_2PI, Positive, summary
-from ..train.result import FitResult
+from ..params import LOG_2PI, Positive
 from ..validation import as_matrix, as_test_inputs, check_xy
+from .base import GPModel, MeanAndVariance, dtype_name, no_data
 
 
-class SGPR(nn.Module):
+class SGPR(GPModel):
     """Sparse variational GP regression with inducing inputs ``Z`` (an nn.Parameter).
 
     Parameters
@@ -75,8 +77,9 @@ class SGPR(nn.Module):
         c = c / s2.sqrt()
         return s2, Luu, A, LB, c
 
-    def objective(self) -> torch.Tensor:
+    def objective(self, data: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """Negative variational lower bound F ≥ −log p(y) (total nats, differentiable)."""
+        no_data(self, data)
         s2, _, A, LB, c = self._terms()
         n = self.n
         nlml_q = 0.5 * (n * LOG_2PI + n * torch.log(s2)
@@ -90,8 +93,8 @@ class SGPR(nn.Module):
         return -self.objective()
 
     @torch.no_grad()
-    def predict(self, X_new, return_var: bool = False, include_noise: bool = False,
-                block: int = 4096):
+    def predict(self, X_new, *, include_noise: bool = False,
+                block: int = 4096) -> MeanAndVariance:
         """Predictive mean (and variance of f, or of y with ``include_noise``) at X_new:
         μ = K_*Z Luu⁻ᵀ LB⁻ᵀ c,  v = k_** − ‖Luu⁻¹K_Z*‖² + ‖LB⁻¹ Luu⁻¹ K_Z*‖²."""
         Xs = as_test_inputs(X_new, self.X)
@@ -102,59 +105,17 @@ class SGPR(nn.Module):
             Xb = Xs[s : s + block]
             V = torch.linalg.solve_triangular(Luu, self.kernel(self.Z, Xb), upper=False)
             means.append((V.mT @ w)[:, 0])
-            if return_var:
-                W = torch.linalg.solve_triangular(LB, V, upper=False)
-                var = self.kernel.diag(Xb) - (V * V).sum(0) + (W * W).sum(0)
-                var = var.clamp_min(0.0)
-                variances.append(var + s2 if include_noise else var)
-        mean = torch.cat(means)
-        return (mean, torch.cat(variances)) if return_var else mean
+            W = torch.linalg.solve_triangular(LB, V, upper=False)
+            var = (self.kernel.diag(Xb) - (V * V).sum(0) + (W * W).sum(0)).clamp_min(0.0)
+            variances.append(var + s2 if include_noise else var)
+        return MeanAndVariance(torch.cat(means), torch.cat(variances))
 
-    def summary(self) -> str:
-        return summary(self)
+    # -- persistence: X, y and Z travel in the state_dict ---------------------------------
+    def to_config(self) -> dict[str, Any]:
+        return {"learn_z": bool(self.Z.requires_grad), "dtype": dtype_name(self.X)}
 
-
-def kmeans(X: torch.Tensor, m: int, seed: int = 0, iters: int = 25) -> torch.Tensor:
-    """m centres by Lloyd's algorithm from m distinct random rows (seeded); empty
-    clusters keep their previous centre."""
-    gen = torch.Generator().manual_seed(int(seed))
-    C = X[torch.randperm(X.shape[0], generator=gen)[:m].to(X.device)].clone()
-    for _ in range(iters):
-        lab = torch.cdist(X, C).argmin(1)
-        counts = torch.bincount(lab, minlength=m).to(X.dtype)
-        sums = torch.zeros_like(C).index_add_(0, lab, X)
-        new = torch.where(counts[:, None] > 0, sums / counts.clamp_min(1)[:, None], C)
-        if torch.equal(new, C):
-            break
-        C = new
-    return C
-
-
-def fit_sgpr(X, y, kernel: Kernel, m: int, noise: float = 0.1,
-             init: str | torch.Tensor = "kmeans", seed: int = 0, max_iter: int = 200,
-             learn_z: bool = True, dtype: torch.dtype = torch.float64,
-             device: torch.device | str | None = None) -> tuple[SGPR, FitResult]:
-    """Fit an :class:`SGPR` with Z and the hyperparameters optimised jointly by L-BFGS.
-
-    ``init``: ``"random"`` (m distinct training inputs), ``"kmeans"`` (Lloyd centres)
-    or an (m, d) tensor of initial inducing inputs.
-    """
-    from ..train.lbfgs import fit_lbfgs
-
-    X, y = check_xy(X, y, dtype, device)
-    n = X.shape[0]
-    if isinstance(init, str):
-        if not isinstance(m, int) or m < 1 or m > n:
-            raise ValueError(f"m must be between 1 and n={n}, got {m}")
-        if init == "random":
-            gen = torch.Generator().manual_seed(int(seed))
-            Z = X[torch.randperm(n, generator=gen)[:m].to(X.device)]
-        elif init == "kmeans":
-            Z = kmeans(X, m, seed)
-        else:
-            raise ValueError(f"init must be 'random', 'kmeans' or a tensor, got {init!r}")
-    else:
-        Z = as_matrix(init, "init", dtype, X.device)
-    model = SGPR(kernel, X, y, Z, noise=noise, learn_z=learn_z, dtype=dtype, device=X.device)
-    result = fit_lbfgs(model, model.objective, max_iter=max_iter, seed=seed, method="sgpr")
-    return model, result
+    @classmethod
+    def from_config(cls, config: dict[str, Any], state: dict[str, torch.Tensor],
+                    kernel: Kernel | None = None) -> SGPR:
+        return cls(kernel, state["X"], state["y"], state["Z"], learn_z=config["learn_z"],
+                   dtype=getattr(torch, str(config["dtype"])))

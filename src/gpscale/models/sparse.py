@@ -20,7 +20,6 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch import nn
 
 from ..kernels import Kernel
 from ..kernels.memo import InputMemo
@@ -28,6 +27,7 @@ from ..linalg import robust_cholesky
 from ..linalg.pivchol import _check_pivots
 from ..params import LOG_2PI, Positive, summary
 from ..validation import as_test_inputs, check_positive, check_xy
+from .base import GPModel, MeanAndVariance, dtype_name, no_data
 
 OBJECTIVES = ("vfe", "dtc")
 
@@ -41,7 +41,7 @@ def check_inducing(inducing, n: int, name: str = "inducing") -> torch.Tensor:
     return torch.tensor(idx, dtype=torch.long)
 
 
-class SparseGP(nn.Module):
+class SparseGP(GPModel):
     """DTC / VFE sparse GP whose inducing points are the training points ``inducing``.
 
     Parameters
@@ -129,11 +129,12 @@ class SparseGP(nn.Module):
         E_V = (self.kernel.diag(self.X).sum() - (L * L).sum()) / s2
         return {"E_D": E_D, "E_C": E_C, "E_V": E_V}
 
-    def objective(self) -> torch.Tensor:
+    def objective(self, data: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """The quantity CholQR minimises, in nats, total over the n points:
         ``"dtc"``: −log N(y | 0, K̂ + σ²I) = ½(E_D + E_C) + (n/2) log 2π (eq. 4);
         ``"vfe"``: the negative Titsias bound ½(E_D + E_C + E_V) + (n/2) log 2π (eq. 5).
         Differentiable in the kernel hyperparameters and σ²; O(m²n), no n × n matrix."""
+        no_data(self, data)
         t = self.terms()
         total = t["E_D"] + t["E_C"]
         if self.objective_kind == "vfe":
@@ -161,17 +162,16 @@ class SparseGP(nn.Module):
         return self._cache[1], self._cache[2], self._cache[3]
 
     @torch.no_grad()
-    def predict(self, Xstar, return_var: bool = False, include_noise: bool | None = None,
-                block: int = 4096):
+    def predict(self, Xstar, *, include_noise: bool = False,
+                block: int = 4096) -> MeanAndVariance:
         """DTC/VFE predictive distribution of the latent f at ``Xstar`` (identical for
         both objectives). With a_* = L_I⁻¹ K[I, *] and β = R⁻¹ Qᵀỹ:
 
         mean_* = a_*ᵀ β,   var_* = k(x_*, x_*) − ‖a_*‖² + σ² ‖R⁻ᵀ a_*‖²,
 
         i.e. K_*I (σ²K_II + K_In K_nI)⁻¹ K_In y and k_** − Q_** + σ² K_*I (σ²K_II +
-        K_In K_nI)⁻¹ K_I*. Returns the mean, or (mean, var) when ``return_var`` is true
-        or ``include_noise`` is given; ``include_noise=True`` adds σ² (the variance of a
-        new observation y_* rather than of f_*).
+        K_In K_nI)⁻¹ K_I*. ``include_noise=True`` adds σ² (the variance of a new
+        observation y_* rather than of f_*).
         """
         Xs = as_test_inputs(Xstar, self.X)
         L_I, R, beta = self._predictive_factors()
@@ -180,31 +180,22 @@ class SparseGP(nn.Module):
             Xb = Xs[s : s + block]
             A = torch.linalg.solve_triangular(L_I, self.kernel(self.Z, Xb), upper=False)
             means.append(A.mT @ beta)
-            if return_var or include_noise is not None:
-                B = torch.linalg.solve_triangular(R.mT, A, upper=False)
-                var = (self.kernel.diag(Xb) - (A * A).sum(0)
-                       + self.noise * (B * B).sum(0)).clamp_min(0.0)
-                variances.append(var + self.noise if include_noise else var)
-        mean = torch.cat(means)
-        if not (return_var or include_noise is not None):
-            return mean
-        return mean, torch.cat(variances)
+            B = torch.linalg.solve_triangular(R.mT, A, upper=False)
+            var = (self.kernel.diag(Xb) - (A * A).sum(0)
+                   + self.noise * (B * B).sum(0)).clamp_min(0.0)
+            variances.append(var + self.noise if include_noise else var)
+        return MeanAndVariance(torch.cat(means), torch.cat(variances))
 
     def summary(self) -> str:
         return (f"SparseGP ({self.objective_kind}), n = {self.n}, m = {self.m} inducing "
                 f"training points\n" + summary(self))
 
+    # -- persistence: X, y and the inducing indices travel in the state_dict -----------
+    def to_config(self) -> dict[str, Any]:
+        return {"objective": self.objective_kind, "dtype": dtype_name(self.X)}
 
-def sparse_options(model: SparseGP) -> dict[str, Any]:
-    """Save hook (:func:`gpscale.api.register_model_io`): X, y and the inducing indices
-    travel in the state_dict; the objective and dtype here."""
-    return {"objective": model.objective_kind,
-            "dtype": str(model.X.dtype).removeprefix("torch.")}
-
-
-def sparse_rebuild(kernel: Kernel, state: dict[str, torch.Tensor],
-                   opts: dict[str, Any]) -> SparseGP:
-    """Load hook: a SparseGP of the saved shapes, into which the state_dict is loaded."""
-    dtype = getattr(torch, str(opts["dtype"]))
-    return SparseGP(kernel, state["X"], state["y"], state["inducing"],
-                    objective=opts["objective"], dtype=dtype)
+    @classmethod
+    def from_config(cls, config: dict[str, Any], state: dict[str, torch.Tensor],
+                    kernel: Kernel | None = None) -> SparseGP:
+        return cls(kernel, state["X"], state["y"], state["inducing"],
+                   objective=config["objective"], dtype=getattr(torch, str(config["dtype"])))

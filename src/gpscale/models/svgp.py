@@ -29,15 +29,17 @@ from torch import nn
 from torch.nn.functional import softplus
 
 from ..kernels import Kernel
+from ..kernels.feature import FeatureKernel
 from ..linalg import robust_cholesky
-from ..params import LOG_2PI, Positive, inv_softplus, summary
+from ..params import LOG_2PI, Positive, inv_softplus
 from ..validation import as_matrix
+from .base import GPModel, MeanAndVariance, dtype_name
 
 #: floor on the diagonal of the variational Cholesky factor L
 Q_FLOOR = 1e-10
 
 
-class SVGP(nn.Module):
+class SVGP(GPModel):
     """Sparse variational GP with m learnable inducing locations ``Z`` (m, d).
 
     Parameters
@@ -195,6 +197,14 @@ class SVGP(nn.Module):
         ell = self.expected_log_lik(Xb, yb, Lz)
         return (self.num_data / Xb.shape[0]) * ell.sum() - self.kl(Lz)
 
+    def objective(self, data: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """The negative ELBO on ``data=(X, y)``, the whole training set (the model keeps
+        no training rows, so the data must be given)."""
+        if data is None:
+            raise ValueError("SVGP.objective needs data=(X, y): the model keeps no training "
+                             "rows")
+        return -self.elbo(*data)
+
     def _check_batch(self, Xb: torch.Tensor, yb: torch.Tensor) -> None:
         if not isinstance(Xb, torch.Tensor) or Xb.ndim != 2 or Xb.shape[1] != self.Z.shape[1]:
             raise ValueError(f"Xb must be a 2-D tensor with {self.Z.shape[1]} columns, got "
@@ -205,11 +215,11 @@ class SVGP(nn.Module):
 
     # -- prediction -------------------------------------------------------------------
     @torch.no_grad()
-    def predict(self, X_new, include_noise: bool = False, full_cov: bool = False,
-                return_var: bool = True, block: int = 4096):
+    def predict(self, X_new, *, include_noise: bool = False, full_cov: bool = False,
+                block: int = 4096) -> MeanAndVariance:
         """Predictive mean and variance of f (of y with ``include_noise``: + σ²) at X_new:
         μ* = B*ᵀ m,  Σ* = K** − A*ᵀA* + B*ᵀ S B*. ``full_cov`` gives the covariance
-        matrix; ``return_var=False`` only the mean. Rows go in blocks of ``block``."""
+        matrix. Rows go in blocks of ``block``."""
         Xs = as_matrix(X_new, "X_new", self.Z.dtype, self.Z.device)
         if Xs.shape[1] != self.Z.shape[1]:
             raise ValueError(f"X_new has {Xs.shape[1]} columns but the model was trained "
@@ -221,8 +231,7 @@ class SVGP(nn.Module):
             cov = self.kernel(Xs) - A.mT @ A + LtB.mT @ LtB
             if include_noise:
                 cov = cov + torch.diag_embed(self.noise.expand(Xs.shape[0]))
-            mean = B.mT @ self.q_mu
-            return (mean, cov) if return_var else mean
+            return MeanAndVariance(B.mT @ self.q_mu, cov)
         means, variances = [], []
         for s in range(0, Xs.shape[0], block):
             Xb = Xs[s : s + block]
@@ -231,28 +240,18 @@ class SVGP(nn.Module):
             means.append(B.mT @ self.q_mu)
             var = (self.kernel.diag(Xb) - (A * A).sum(0) + (LtB * LtB).sum(0)).clamp_min(0.0)
             variances.append(var + self.noise if include_noise else var)
-        mean = torch.cat(means)
-        return (mean, torch.cat(variances)) if return_var else mean
+        return MeanAndVariance(torch.cat(means), torch.cat(variances))
 
-    def summary(self) -> str:
-        return summary(self)
+    # -- persistence ----------------------------------------------------------------
+    def to_config(self) -> dict[str, Any]:
+        if any(isinstance(k, FeatureKernel) for k in self.kernel.modules()):
+            raise ValueError("cannot save an SVGP on a FeatureKernel (its feature map has no "
+                             "saved config); save the feature map's state_dict yourself")
+        return {"num_data": self.num_data, "whiten": self.whiten, "jitter": self.jitter,
+                "dtype": dtype_name(self.Z)}
 
-
-# -- save / load hooks (registered in gpscale.methods) ------------------------------------
-def svgp_options(model: SVGP) -> dict[str, Any]:
-    """Constructor options of an SVGP as plain values (see gpscale.api.register_model_io)."""
-    from ..kernels.feature import FeatureKernel
-
-    if any(isinstance(k, FeatureKernel) for k in model.kernel.modules()):
-        raise ValueError("cannot save an SVGP on a FeatureKernel (its feature map has no "
-                         "saved config); save the feature map's state_dict yourself")
-    return {"num_data": model.num_data, "whiten": model.whiten, "jitter": model.jitter,
-            "dtype": str(model.Z.dtype).removeprefix("torch.")}
-
-
-def svgp_rebuild(kernel: Kernel, state: dict[str, torch.Tensor], opts: dict[str, Any]) -> SVGP:
-    """An SVGP of the saved shapes; the caller then loads ``state`` into it."""
-    dtype = getattr(torch, str(opts["dtype"]))
-    return SVGP(kernel, state["Z"], num_data=opts["num_data"], whiten=opts["whiten"],
-                jitter=opts["jitter"], dtype=dtype)
-
+    @classmethod
+    def from_config(cls, config: dict[str, Any], state: dict[str, torch.Tensor],
+                    kernel: Kernel | None = None) -> SVGP:
+        return cls(kernel, state["Z"], num_data=config["num_data"], whiten=config["whiten"],
+                   jitter=config["jitter"], dtype=getattr(torch, str(config["dtype"])))

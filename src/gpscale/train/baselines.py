@@ -19,6 +19,8 @@ from collections.abc import Callable
 import torch
 
 from ..kernels import Kernel
+from ..models.sparse import SparseGP
+from .cholqr import evals_per_epoch, fit_hyperparameters
 from .result import FitResult, restore, snapshot, theta_of
 from .selectors import select_greedy, select_ivm, select_random, select_variance
 
@@ -67,9 +69,6 @@ def fit_selected(
     of hyperparameters incl. the noise). Stops after ``epochs``, after ``max_time``
     seconds, or when an epoch improves the objective by less than ``tol`` · |F|.
     """
-    from ..models.sparse import SparseGP
-    from .cholqr import evals_per_epoch, fit_hyperparameters
-
     if isinstance(selector, str):
         name, select = _named(selector, candidates)
     elif callable(selector):

@@ -204,8 +204,5 @@ def select_ivm(kernel: Kernel, X: torch.Tensor, y: torch.Tensor, noise, m: int,
         zeta -= M[:, k] ** 2
     return (out, scores) if return_scores else out
 
-
-from .baselines import fit_selected  # noqa: E402  (re-export; baselines imports this module)
-
 __all__ = ["select_random", "select_variance", "select_greedy", "select_ivm",
-           "IncrementalVFE", "fit_selected"]
+           "IncrementalVFE"]

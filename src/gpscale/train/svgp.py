@@ -176,22 +176,3 @@ def fit_svgp(X, y, kernel: Kernel, num_inducing: int, batch_size: int, epochs: f
                            method="svgp", theta=lambda: svgp_theta(model),
                            optimizers=(opt,), lr_schedule=lr_schedule)
     return model, result
-
-
-def fit_svgp_method(X: torch.Tensor, y: torch.Tensor, kernel: Kernel,
-                    num_inducing: int | None = None, batch_size: int | None = None,
-                    epochs: float | None = None, lr: float | None = None,
-                    lr_schedule: str = "constant", optimizer: str = "adam", seed: int = 0,
-                    noise: float = 0.1, progress: bool = False,
-                    device: torch.device | str | None = None) -> tuple[SVGP, FitResult]:
-    """``method="svgp"``: batch_size defaults to min(256, n), num_inducing to the batch
-    size (as in the paper), epochs to max(20, enough for 1000 steps)."""
-    n = X.shape[0]
-    batch_size = min(256, n) if batch_size is None else batch_size
-    batch_size = check_batch_size(batch_size, n)
-    num_inducing = batch_size if num_inducing is None else num_inducing
-    if epochs is None:
-        epochs = max(20, math.ceil(1000 / math.ceil(n / batch_size)))
-    return fit_svgp(X, y, kernel, num_inducing, batch_size, epochs, optimizer=optimizer, lr=lr,
-                    lr_schedule=lr_schedule, noise=noise, seed=seed, progress=progress,
-                    device=device)

@@ -1,6 +1,11 @@
 """Writes tests/data/format_v1/*.pt with the code as of c302604 (format version 1) and
 the predictions each file must give after loading."""
-import json, numpy as np, gpscale
+import json
+
+import numpy as np
+
+import gpscale
+
 rng = np.random.default_rng(0)
 X = rng.uniform(0, 5, (40, 2)) * [1.0, 100.0]
 y = np.sin(X[:, 0]) + 0.1 * rng.standard_normal(40) + 50.0
@@ -23,4 +28,5 @@ for name, opts in cases.items():
     p.save(f"tests/data/format_v1/{name}.pt")
     m, s = p.predict(Xt, return_std=True)
     out[name] = {"mean": m.tolist(), "std": s.tolist()}
-json.dump({"X_test": Xt.tolist(), "predictions": out}, open("tests/data/format_v1/predictions.json", "w"), indent=1)
+with open("tests/data/format_v1/predictions.json", "w") as f:
+    json.dump({"X_test": Xt.tolist(), "predictions": out}, f, indent=1)

@@ -1,0 +1,204 @@
+"""A trained model with its scaler (:class:`Predictor`): predictions in the data's own
+units, a readable summary, and the saved file (:meth:`Predictor.save`, :func:`load`).
+
+The file is a ``torch.save`` of plain values and tensors, readable with
+``weights_only=True``. Format version 1: ``model_class`` names a
+:class:`~gpscale.models.GPModel` subclass, ``model_options`` holds its ``to_config()``,
+``state_dict`` its tensors and ``kernel_config`` its kernel's ``Kernel.config()``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from . import kernels as _kernels
+from .files import atomic_path
+from .kernels import Kernel
+from .methods import METHODS
+from .models import GPModel, model_class
+from .preprocessing import Standardizer
+from .train import FitResult
+from .validation import as_matrix
+
+__all__ = ["Predictor", "load", "FORMAT_VERSION", "column_names", "writable"]
+
+FORMAT_VERSION = 1  #: version of the file written by :meth:`Predictor.save`
+_FORMAT_TAG = "gpscale-model"
+
+
+class Predictor:
+    """A trained model with its scaler: predictions in the data's original units."""
+
+    def __init__(self, model: nn.Module, scaler: Standardizer, result: FitResult,
+                 method: str, kernel_name: str, standardize: bool = True,
+                 feature_names: list[str] | None = None,
+                 target_name: str | None = None) -> None:
+        self.model, self.scaler, self.result = model, scaler, result
+        self.method, self.kernel_name, self.standardize = method, kernel_name, standardize
+        #: input column names and target name, when the training data had them
+        self.feature_names, self.target_name = feature_names, target_name
+
+    @property
+    def n_features(self) -> int:
+        return int(np.asarray(self.scaler.x_mean).shape[0])
+
+    @property
+    def kernel(self) -> Kernel | None:
+        return getattr(self.model, "kernel", None)  # feature-space models have none
+
+    def match_columns(self, names: list[str], what: str = "X") -> list[str]:
+        """The training input names, in training order, after checking that ``names``
+        (minus the target) are exactly those; ValueError listing the differences."""
+        names = [c for c in names if c != self.target_name]
+        if self.feature_names is None:
+            if len(names) != self.n_features:
+                raise ValueError(f"{what} has {len(names)} input columns but the model "
+                                 f"takes {self.n_features}")
+            return names
+        missing = [c for c in self.feature_names if c not in names]
+        extra = [c for c in names if c not in self.feature_names]
+        if missing or extra:
+            raise ValueError(f"the columns of {what} do not match the model's inputs "
+                             f"{self.feature_names}: missing {missing}, unexpected {extra}")
+        return list(self.feature_names)
+
+    def _inputs(self, X: Any) -> np.ndarray:
+        names = column_names(X)
+        if names is not None and self.feature_names is not None:
+            X = X[self.match_columns(names)]
+        Xn = as_matrix(writable(X), "X").cpu().numpy()
+        if Xn.shape[1] != self.n_features:
+            raise ValueError(f"X has {Xn.shape[1]} columns but the model was trained on "
+                             f"{self.n_features}")
+        return Xn
+
+    def predict(self, X: Any, return_std: bool = False,
+                include_noise: bool = True) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        """Predictive mean at X (and standard deviation with ``return_std``), in the
+        original units of y. ``include_noise``: std of a new observation y (default)
+        rather than of the latent function f."""
+        like = next(t for t in [*self.model.parameters(), *self.model.buffers()]
+                    if t.is_floating_point())
+        Xs = torch.as_tensor(self.scaler.transform_x(self._inputs(X)), dtype=like.dtype,
+                             device=like.device)
+        with torch.no_grad():
+            mean, var = self.model.predict(Xs, include_noise=include_noise)
+        mean, var = self.scaler.inverse_y(mean.detach().to("cpu", torch.float64).numpy(),
+                                          var.detach().to("cpu", torch.float64).numpy())
+        return (mean, np.sqrt(np.clip(var, 0.0, None))) if return_std else mean
+
+    def summary(self) -> str:
+        """Method, data, fit outcome and the hyperparameter table."""
+        m = METHODS.get(self.method)
+        units = ("standardised units (X columns and y scaled to mean 0, std 1)"
+                 if self.standardize else "the data's units")
+        table = self.model.summary() if hasattr(self.model, "summary") else repr(self.model)
+        return (f"gpscale predictor: method {self.method!r} ({m.description if m else '?'}),"
+                f" kernel {self.kernel_name!r}\ninputs: {self.n_features}"
+                f"{' ' + str(self.feature_names) if self.feature_names else ''}, training "
+                f"points: {getattr(self.model, 'n', '?')}\nfit: {self.result}\n"
+                f"hyperparameters, in {units}:\n{table}")
+
+    def __repr__(self) -> str:
+        return (f"Predictor(method={self.method!r}, kernel={self.kernel_name!r}, "
+                f"n_features={self.n_features}, standardize={self.standardize})")
+
+    # -- persistence ----------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The saved form: tensors and plain Python values only."""
+        if not isinstance(self.model, GPModel):
+            raise ValueError(f"cannot save a {type(self.model).__name__}: models are saved "
+                             "through the gpscale.models.GPModel contract (to_config / "
+                             "from_config); subclass GPModel")
+        return {
+            "format": _FORMAT_TAG, "format_version": FORMAT_VERSION,
+            "method": self.method, "kernel_name": self.kernel_name,
+            "kernel_config": _plain(self.kernel.config()) if self.kernel is not None else None,
+            "model_class": type(self.model).__name__,
+            "model_options": _plain(self.model.to_config()),
+            "state_dict": {k: v.detach().cpu().clone()
+                           for k, v in self.model.state_dict().items()},
+            "scaler": _plain(self.scaler.state()), "standardize": self.standardize,
+            "feature_names": self.feature_names, "target_name": self.target_name,
+            "result": _plain(dataclasses.asdict(self.result)),
+        }
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write the predictor to ``path`` (a torch file readable with
+        ``weights_only=True``); a failed save leaves nothing behind."""
+        payload = self.to_dict()  # before touching the file system
+        with atomic_path(path) as tmp:
+            torch.save(payload, tmp)
+        return Path(path)
+
+
+def load(path: str | os.PathLike, device: torch.device | str | None = None) -> Predictor:
+    """Read a predictor written by :meth:`Predictor.save` (optionally onto ``device``)."""
+    if not (path := Path(path)).is_file():
+        raise FileNotFoundError(f"model file {str(path)!r} not found")
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unpickling failure means "not ours"
+        raise ValueError(f"{str(path)!r} is not a gpscale model file (torch.load could not "
+                         f"read it: {type(err).__name__}: {err})") from None
+    if not isinstance(saved, dict) or saved.get("format") != _FORMAT_TAG:
+        raise ValueError(f"{str(path)!r} is not a gpscale model file "
+                         "(write one with gpscale fit or Predictor.save)")
+    version = saved.get("format_version")
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ValueError(f"{str(path)!r} has format version {version!r}; this gpscale reads "
+                         f"up to {FORMAT_VERSION}: upgrade gpscale")
+    try:
+        cls = model_class(saved["model_class"])
+    except ValueError as err:
+        raise ValueError(f"{str(path)!r} holds a model this gpscale cannot rebuild: {err}") \
+            from None
+    state = saved["state_dict"]
+    cfg = saved["kernel_config"]
+    kernel = _kernels.from_config(cfg) if cfg is not None else None
+    model = cls.from_config(saved["model_options"], state, kernel)
+    model.load_state_dict(state)
+    model = model if device is None else model.to(device)
+    fields = {f.name for f in dataclasses.fields(FitResult)}
+    result = FitResult(**{k: v for k, v in saved["result"].items() if k in fields})
+    return Predictor(model, Standardizer.from_state(saved["scaler"]), result,
+                     method=saved["method"],
+                     kernel_name=saved["kernel_name"], standardize=saved["standardize"],
+                     feature_names=saved["feature_names"], target_name=saved["target_name"])
+
+
+# -- helpers --------------------------------------------------------------------------------
+def column_names(obj: Any) -> list[str] | None:
+    """A data frame's column names (when they are all strings)."""
+    cols = getattr(obj, "columns", None)
+    names = [] if cols is None else list(cols)
+    return names if names and all(isinstance(c, str) for c in names) else None
+
+
+def writable(a: Any) -> Any:
+    """Array-likes as writable float arrays: torch cannot wrap read-only memory."""
+    try:
+        arr = a if isinstance(a, torch.Tensor) else np.asarray(a, dtype=np.float64)
+    except (TypeError, ValueError):
+        return a  # as_matrix / as_vector say what is wrong with it
+    return arr if isinstance(arr, torch.Tensor) or arr.flags.writeable else arr.copy()
+
+
+def _plain(obj: Any) -> Any:
+    """``obj`` with numpy/torch scalars and arrays turned into Python values."""
+    if isinstance(obj, dict):
+        return {str(k): _plain(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_plain(v) for v in obj]
+    if isinstance(obj, (torch.Tensor, np.ndarray, np.generic)):
+        return obj.tolist()
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    return repr(obj)
