@@ -3,9 +3,9 @@
 Rasmussen & Williams §5.4.3 on the weekly record that statsmodels ships: train on the
 record before 1990, forecast 1990–2001 and score the forecast against every weekly
 observation of those years. By default the model is trained on the *monthly means* of
-the weekly training record (n ≈ 380 rather than ≈ 1600), which keeps the whole job to
-about 15-20 s on 2 CPU cores; ``weekly=True`` trains on every week (about 20x the
-work per likelihood evaluation).
+the weekly training record (n ≈ 380 rather than ≈ 1600), which keeps the whole job
+short; ``weekly=True`` trains on every week (each likelihood evaluation is an O(n³)
+Cholesky, so the work grows steeply with the four-fold n).
 """
 
 from __future__ import annotations

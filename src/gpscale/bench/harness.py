@@ -125,9 +125,9 @@ class Timing:
 
 def warm_up() -> None:
     """Pay torch's one-time lazy imports before anything is timed: the first
-    ``torch.optim`` optimiser built in a process imports ``torch._dynamo`` (about 1.7 s
-    on the 2-core CI machine), which would otherwise be charged to whichever fit a
-    benchmark happens to time first."""
+    ``torch.optim`` optimiser built in a process imports ``torch._dynamo`` (a one-time
+    cost large enough to distort a timing), which would otherwise be charged to
+    whichever fit a benchmark happens to time first."""
     torch.optim.LBFGS([torch.zeros(1, requires_grad=True)])
 
 

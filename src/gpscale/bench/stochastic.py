@@ -21,9 +21,9 @@ and SCGD). The paper trains 100 epochs on a GPU with a learning-rate grid per me
 a quick run on a CPU is far shorter, so read its targets as a smoke check.
 
 The NN + linear model's full-batch optimum is degenerate: the network makes y lie in
-the span of its 128 features and σ² falls towards zero (pumadyn32nm, fold 0, 500
-L-BFGS iterations: training RMSE 0.0008 against a test RMSE of 0.36, σ² = 7·10⁻⁶,
-NLML −4.83 nats/point), so no finite minibatch run approaches it. ``--kernels rff``
+the span of its 128 features and σ² falls towards zero (pumadyn32nm: see the
+full-batch row of benchmarks/results/stochastic.md), so no finite minibatch run
+approaches it. ``--kernels rff``
 adds a model with a well-defined optimum for the same check: s · orthogonal RFF of an
 RBF-ARD kernel on the raw inputs (``--rff-features`` of them, lengthscales started at
 √d), where the bias of BSGD's minibatch NLML and the unbiasedness of MINIMAX and SCGD

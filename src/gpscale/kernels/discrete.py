@@ -36,8 +36,8 @@ DEFAULT_BUDGET = 64 * 2**20
 #: integer-valued inputs with counts up to this use the threshold-matmul path of min_sum
 MAX_THRESHOLDS = 256
 #: below this many n1·n2·F entries (over the joint support) min_sum broadcasts even for
-#: integer counts: one ESOL kernel column (1015 molecules, ~40 shared features) takes
-#: 0.10 ms this way and 0.93 ms by thresholds; they break even near 8 columns (10⁶ entries)
+#: integer counts: for a few kernel columns (a sparse GP's K[:, j]) one broadcast beats
+#: the threshold matmuls; the limit sits below the timed break-even of the two paths
 MAX_SMALL_BROADCAST = 2**19
 #: the largest kernel block (entries) whose parameter-free reduction is cached: n x m
 #: blocks of a sparse GP, not the n x n matrix of a large exact GP

@@ -113,13 +113,12 @@ def fit_grief_ii(
     stops after ``max_iter`` iterations or once an iteration lowers the NLML by less
     than ``ftol`` relative (:func:`~gpscale.train.lbfgs.fit_lbfgs`): the top-p
     selection makes the NLML piecewise smooth in the lengthscales, and without this
-    test the line searches spend the evaluation budget bracketing one of its jumps
-    (elevators: iterations 8–20 took 690 of 780 s and gained 0.55 of 7194 nats);
-    ``max_ls`` likewise ends it when one iteration needs more than that many
-    evaluations (scipy's ``maxls`` default). (Holding the selection fixed makes the
-    NLML smooth, but its optimum need not survive re-selection: on elevators the
-    held-selection optimum, 7184.5, became 7430.6 once the top p were re-selected,
-    worse than the start, 7417.9.) X and y
+    test the line searches can spend most of the evaluation budget bracketing one of
+    its jumps for a negligible gain; ``max_ls`` likewise ends it when one iteration
+    needs more than that many evaluations (scipy's ``maxls`` default). (Holding the
+    selection fixed makes the NLML smooth, but its optimum need not survive
+    re-selection: once the top p are re-selected there, the NLML can be worse than
+    at the start.) X and y
     are used as given (standardise them first, as ``gpscale.fit`` does). The
     result's ``wall_s`` includes the initialisation.
     """
@@ -173,7 +172,7 @@ def set_best_scale_and_noise(model: FeatureGP, fix_scale: bool = False,
 
     Why: the exact-GP initialisation on a subset can end at a degenerate optimum
     (σ² at its floor, interpolating the subset). The GRIEF kernel, of rank p, cannot
-    interpolate, so there −LML is huge (10⁷ on breastcancer fold 7) and its gradient
+    interpolate, so there −LML is huge and its gradient
     in σ² so steep that L-BFGS's line search stalls at once."""
     feats = model.features
     trainable = [q for q in feats.parameters() if q.requires_grad]

@@ -125,8 +125,8 @@ def project_A(A: torch.Tensor, noise: float | torch.Tensor,
     then clip the eigenvalues to [σ², a_max] (§3.1, Ω₁).
 
     There is no shortcut for an A already inside: along a MINIMAX run the clipped
-    eigenvalues sit on the bound σ², and every step pushes some of them below it
-    (kin40k, NN + linear, AdaDelta: all 1125 projections of the first epoch clipped)."""
+    eigenvalues sit on the bound σ², and a step typically pushes some of them below
+    it, so nearly every projection clips."""
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ValueError(f"A must be a square matrix, got shape {tuple(A.shape)}")
     sym = 0.5 * (A + A.mT)

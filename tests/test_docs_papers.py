@@ -1,0 +1,67 @@
+"""docs/papers.md maps paper equations to code: every `src/gpscale/<file>.py[:name]` it
+names must exist, so that a rename or a move fails here instead of leaving the map stale."""
+
+from __future__ import annotations
+
+import ast
+import re
+from functools import cache
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOC = ROOT / "docs" / "papers.md"
+#: `src/gpscale/path/file.py` or `src/gpscale/path/file.py:Name` or `…:Class.member`
+#: (the name group is "" for a file reference)
+REF = re.compile(r"`(src/gpscale/[\w/]+\.py)(?::([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?))?`")
+
+
+def references() -> list[tuple[str, str]]:
+    return sorted(set(REF.findall(DOC.read_text(encoding="utf-8"))),
+                  key=lambda r: (r[0], r[1]))
+
+
+def _defined(body: list[ast.stmt]) -> set[str]:
+    """Names bound at this level: functions, classes and assignment targets."""
+    names: set[str] = set()
+    for node in body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+    return names
+
+
+@cache
+def _module(path: str) -> ast.Module:
+    return ast.parse((ROOT / path).read_text(encoding="utf-8"), filename=path)
+
+
+def _resolve(path: str, name: str) -> bool:
+    body = _module(path).body
+    head, _, member = name.partition(".")
+    if not member:
+        return head in _defined(body)
+    cls = next((n for n in body if isinstance(n, ast.ClassDef) and n.name == head), None)
+    return cls is not None and member in _defined(cls.body)
+
+
+def test_the_map_names_code():
+    text = DOC.read_text(encoding="utf-8")
+    spans = re.findall(r"`(src/[^`]*)`", text)
+    bad = [s for s in spans if not REF.fullmatch(f"`{s}`")]
+    assert not bad, f"malformed code references in {DOC.name}: {bad}"
+    refs = references()
+    assert len(refs) > 100, f"only {len(refs)} code references found in {DOC}"
+    assert sum(1 for _, name in refs if name) > 100
+
+
+@pytest.mark.parametrize("path,name", references(),
+                         ids=lambda v: v if isinstance(v, str) else "")
+def test_reference_exists(path: str, name: str):
+    assert (ROOT / path).is_file(), f"{DOC.name} names {path}, which does not exist"
+    if name:
+        assert _resolve(path, name), f"{DOC.name} names {path}:{name}, which is not defined there"
