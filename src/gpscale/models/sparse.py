@@ -112,7 +112,7 @@ class SparseGP(GPModel):
         """E_D, E_C, E_V of eqs. (9), (11), (12). R is the triangular factor of
         L̃ = [L; σI] = QR; by default it is computed as the Cholesky factor of
         L̃ᵀL̃ = LᵀL + σ²I (the Woodbury form of eqs. 7–8: the same R, and Qᵀỹ = R⁻ᵀLᵀy),
-        about twice as fast as a Householder QR under autograd; ``qr=True`` uses
+        cheaper than a Householder QR under autograd; ``qr=True`` uses
         ``torch.linalg.qr`` of L̃ itself. Both are O(m²n)."""
         L, _, _ = self.factors()
         s2 = self.noise
