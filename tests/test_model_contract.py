@@ -63,7 +63,7 @@ def test_registered_methods_models_honour_the_contract(method):
     json.dumps(config)  # plain values only
     kernel = getattr(model, "kernel", None)
     kernel = gpscale.kernels.from_config(kernel.config()) if kernel is not None else None
-    state = model.state_dict()
+    state = model.saved_state()
     twin = type(model).from_config(config, state, kernel)
     twin.load_state_dict(state)
     again = twin.predict(Xs, include_noise=True)
@@ -100,3 +100,26 @@ def test_format_version_1_files_still_load(name):
     mean, std = pred.predict(np.asarray(expected["X_test"]), return_std=True)
     np.testing.assert_allclose(mean, expected["predictions"][name]["mean"], rtol=1e-10)
     np.testing.assert_allclose(std, expected["predictions"][name]["std"], rtol=1e-10)
+
+
+@pytest.mark.parametrize("method,options", [
+    ("rff", {"max_iter": 2, "num_features": 16}),
+    ("grief-ii", {"max_iter": 2, "num_features": 20}),
+    ("grief-i", CHEAP["grief-i"]), ("minimax", CHEAP["minimax"])])
+def test_saved_feature_models_hold_statistics_not_rows(method, options, tmp_path):
+    """A feature-space model's file keeps (ΦᵀΦ, Φᵀy, yᵀy, n) or its draws, not the rows:
+    the same model fitted on 60 and on 400 rows writes files of the same size, and the
+    loaded model predicts what the fitted one did."""
+    sizes = {}
+    for n in (60, 400):
+        X, y = _data(n=n)
+        pred = gpscale.fit(X, y, method=method, **options)
+        path = pred.save(tmp_path / f"{n}.pt")
+        sizes[n] = path.stat().st_size
+        saved = torch.load(path, weights_only=True)
+        assert not {"X", "y"} & set(saved["state_dict"]), sorted(saved["state_dict"])
+        back = gpscale.load(path)
+        assert back.model.n == n
+        np.testing.assert_allclose(back.predict(X[:20], return_std=True),
+                                   pred.predict(X[:20], return_std=True), rtol=1e-10)
+    assert abs(sizes[400] - sizes[60]) < 200, sizes

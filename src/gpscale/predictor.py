@@ -2,9 +2,11 @@
 units, a readable summary, and the saved file (:meth:`Predictor.save`, :func:`load`).
 
 The file is a ``torch.save`` of plain values and tensors, readable with
-``weights_only=True``. Format version 1: ``model_class`` names a
-:class:`~gpscale.models.GPModel` subclass, ``model_options`` holds its ``to_config()``,
-``state_dict`` its tensors and ``kernel_config`` its kernel's ``Kernel.config()``.
+``weights_only=True``: ``model_class`` names a :class:`~gpscale.models.GPModel`
+subclass, ``model_options`` holds its ``to_config()``, ``state_dict`` its
+``saved_state()`` and ``kernel_config`` its kernel's ``Kernel.config()``. Format
+version 2 keeps a feature model's statistics (ΦᵀΦ, Φᵀy, yᵀy, n) and a GRIEF model's
+grid instead of the training rows; version 1 files, which hold the rows, still load.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from .validation import as_matrix
 
 __all__ = ["Predictor", "load", "FORMAT_VERSION", "column_names", "writable"]
 
-FORMAT_VERSION = 1  #: version of the file written by :meth:`Predictor.save`
+FORMAT_VERSION = 2  #: version of the file written by :meth:`Predictor.save`
 _FORMAT_TAG = "gpscale-model"
 
 
@@ -124,7 +126,7 @@ class Predictor:
             "model_class": type(self.model).__name__,
             "model_options": _plain(self.model.to_config()),
             "state_dict": {k: v.detach().cpu().clone()
-                           for k, v in self.model.state_dict().items()},
+                           for k, v in self.model.saved_state().items()},
             "scaler": _plain(self.scaler.state()), "standardize": self.standardize,
             "feature_names": self.feature_names, "target_name": self.target_name,
             "result": _plain(dataclasses.asdict(self.result)),

@@ -9,9 +9,11 @@ from ..params import summary
 
 
 class FeatureMap(nn.Module):
-    """Base class. Subclasses set ``num_features`` and implement ``forward(X) -> Φ``."""
+    """Base class. Subclasses set ``num_features`` (p) and ``d`` (input columns) and
+    implement ``forward(X) -> Φ``."""
 
     num_features: int
+    d: int
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:  # pragma: no cover - abstract
         raise NotImplementedError

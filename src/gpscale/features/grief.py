@@ -137,7 +137,7 @@ class GriefFeatures(FeatureMap):
 
     def __init__(
         self,
-        X: torch.Tensor,
+        X: torch.Tensor | None,
         num_features: int,
         m_bar: int = 10,
         kernel: str = "rbf",
@@ -147,13 +147,20 @@ class GriefFeatures(FeatureMap):
         grid: str = "uniform",
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
+        *,
+        grids: list[torch.Tensor] | None = None,
     ) -> None:
         super().__init__()
-        X = torch.as_tensor(X, dtype=dtype, device=device)
-        if X.ndim != 2 or X.shape[0] == 0:
-            raise ValueError(f"X must be a non-empty (n, d) matrix, got shape {tuple(X.shape)}")
-        if not torch.isfinite(X).all():
-            raise ValueError("X contains NaN or inf; remove or impute those rows")
+        if grids is None:
+            X = torch.as_tensor(X, dtype=dtype, device=device)
+            if X.ndim != 2 or X.shape[0] == 0:
+                raise ValueError("X must be a non-empty (n, d) matrix, got shape "
+                                 f"{tuple(X.shape)}")
+            if not torch.isfinite(X).all():
+                raise ValueError("X contains NaN or inf; remove or impute those rows")
+            grids = [grid_1d(X[:, i], m_bar, grid) for i in range(X.shape[1])]
+        else:  # grids placed elsewhere (a saved model, a streaming pass over the rows)
+            grids = [torch.as_tensor(g, dtype=dtype, device=device).reshape(-1) for g in grids]
         if kernel not in KERNELS_1D:
             raise ValueError(f"unknown GRIEF base kernel {kernel!r}; choose one of {KERNELS_1D}")
         if m_bar < 1:
@@ -162,11 +169,10 @@ class GriefFeatures(FeatureMap):
             raise ValueError(f"num_features (p) must be ≥ 1, got {num_features}")
         if not 0.0 < eig_floor < 1.0:
             raise ValueError(f"eig_floor must be in (0, 1), got {eig_floor}")
-        self.d, self.kernel, self.m_bar, self.grid_kind = X.shape[1], kernel, m_bar, grid
+        self.d, self.kernel, self.m_bar, self.grid_kind = len(grids), kernel, m_bar, grid
         self.eig_floor, self.gap_tol = eig_floor, gap_tol
-        grids = [grid_1d(X[:, i], m_bar, grid) for i in range(self.d)]
         self.grid_sizes = [g.numel() for g in grids]
-        padded = X.new_full((self.d, max(self.grid_sizes)), float("nan"))
+        padded = grids[0].new_full((self.d, max(self.grid_sizes)), float("nan"))
         for i, g in enumerate(grids):
             padded[i, : g.numel()] = g
         self.register_buffer("grid", padded)
@@ -174,10 +180,18 @@ class GriefFeatures(FeatureMap):
         self.log10_m = sum(math.log10(s) for s in self.grid_sizes)
         m = math.prod(self.grid_sizes)  # exact Python integer
         self.num_features = int(min(num_features, m))
-        ls = torch.as_tensor(lengthscale, dtype=dtype, device=X.device).reshape(-1)
+        ls = torch.as_tensor(lengthscale, dtype=dtype, device=padded.device).reshape(-1)
         if ls.numel() not in (1, self.d):
             raise ValueError(f"lengthscale has {ls.numel()} entries; give one or d = {self.d}")
         self.lengthscale = ls.expand(self.d).clone()
+
+    @classmethod
+    def from_grid_buffer(cls, padded: torch.Tensor, num_features: int,
+                         **options) -> GriefFeatures:
+        """The map whose padded ``grid`` buffer (d, max m̄ᵢ; NaN past each column's
+        points) is given, e.g. from a saved state_dict; ``options`` as the constructor's."""
+        grids = [row[~torch.isnan(row)] for row in torch.as_tensor(padded)]
+        return cls(None, num_features, grids=grids, **options)
 
     def grid_points(self, i: int) -> torch.Tensor:
         """The m̄ᵢ grid points U⁽ⁱ⁾ of column i."""

@@ -136,7 +136,7 @@ class ScaledFeatures(FeatureMap):
         if not isinstance(base, FeatureMap):
             raise ValueError(f"base must be a FeatureMap, got {type(base).__name__}")
         self.base = base
-        self.num_features = base.num_features
+        self.num_features, self.d = base.num_features, base.d
         like = next(iter(base.buffers()), None)
         self.outputscale = torch.tensor(float(outputscale), dtype=torch.float64
                                         if like is None else like.dtype)

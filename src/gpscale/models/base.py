@@ -9,10 +9,10 @@ what prediction needs (training rows, statistics, inducing points, MCMC draws). 
 - ``objective(data=None) -> Tensor``: the training objective at the current parameters,
   in nats, lower is better. Models that keep their training rows or statistics need no
   argument; those that do not (SVGP, the GRIEF-I posterior) take ``data=(X, y)``;
-- ``to_config() -> dict`` of plain Python values and ``from_config(config, state,
-  kernel)``, which builds a model of the saved shapes into which ``state`` (its
-  ``state_dict``) is then loaded; a model's ``.kernel``, if it has one, is saved by the
-  caller as ``Kernel.config()``;
+- ``to_config() -> dict`` of plain Python values, ``saved_state()`` (the tensors to
+  keep; by default the ``state_dict``) and ``from_config(config, state, kernel)``,
+  which builds a model of the saved shapes into which ``state`` is then loaded; a
+  model's ``.kernel``, if it has one, is saved by the caller as ``Kernel.config()``;
 - ``summary() -> str``, a readable table of its hyperparameters.
 
 Subclasses register themselves by class name in :data:`MODEL_CLASSES`, which is how a
@@ -61,6 +61,10 @@ class GPModel(nn.Module):
 
     def to_config(self) -> dict[str, Any]:
         raise NotImplementedError
+
+    def saved_state(self) -> dict[str, torch.Tensor]:
+        """The tensors a saved file keeps (default: the ``state_dict``)."""
+        return self.state_dict()
 
     @classmethod
     def from_config(cls, config: dict[str, Any], state: dict[str, torch.Tensor],

@@ -14,6 +14,7 @@ recomputed and contracted with ∂NLML/∂(ΦᵀΦ), ∂NLML/∂(Φᵀy)); memor
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -22,7 +23,7 @@ from ..features import FeatureMap
 from ..features.config import feature_map_config, feature_map_from_config
 from ..linalg import robust_cholesky
 from ..params import LOG_2PI, Positive
-from ..validation import as_test_inputs, check_xy
+from ..validation import as_matrix, check_xy
 from .base import GPModel, MeanAndVariance, dtype_name, no_data
 
 #: bytes for one chunk of Φ and its temporaries
@@ -74,11 +75,27 @@ class _Statistics(torch.autograd.Function):
         return (None, None, None, None, *[next(it) if need else None for need in needs])
 
 
+@dataclass(frozen=True)
+class PartitionRows:
+    """Training rows that stay where they are: partitions of a data source (see
+    :mod:`gpscale.io`), read chunk by chunk with ``scaler`` applied, in this process or
+    as tasks on a dask ``client``'s workers (see :mod:`gpscale.distributed`)."""
+
+    partitions: tuple[Any, ...]
+    scaler: Any = None
+    client: Any = None
+    rows: int | None = None  #: rows per chunk (default: from a byte budget)
+
+
 class FeatureGP(GPModel):
     """GP with covariance Φ W Φᵀ + σ²I for a feature map Φ = features(X).
 
-    ``weights``: ``"scalar"`` (W = w I, w learned: the signal variance), ``"diag"``
-    (one learned weight per feature, GRIEF's re-weighting) or ``"fixed"`` (W = I).
+    The training data are either tensors ``X, y`` (kept as buffers), ``rows=``
+    :class:`PartitionRows` (streamed on every pass, never held), or ``statistics=``
+    (ΦᵀΦ, Φᵀy, yᵀy, n) at fixed feature parameters: what a saved model keeps, so that
+    its file does not grow with n. ``weights``: ``"scalar"`` (W = w I, w learned: the
+    signal variance), ``"diag"`` (one learned weight per feature, GRIEF's re-weighting)
+    or ``"fixed"`` (W = I).
     """
 
     noise = Positive(floor=1e-6, doc="noise variance σ²")
@@ -87,49 +104,87 @@ class FeatureGP(GPModel):
     def __init__(
         self,
         features: FeatureMap,
-        X,
-        y,
+        X=None,
+        y=None,
         noise: float = 0.1,
         weights: str = "scalar",
         chunk: int | None = None,
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
+        *,
+        rows: PartitionRows | None = None,
+        statistics: tuple[torch.Tensor, torch.Tensor, torch.Tensor, int] | None = None,
     ) -> None:
         super().__init__()
         if weights not in ("scalar", "diag", "fixed"):
             raise ValueError(f"weights must be 'scalar', 'diag' or 'fixed', got {weights!r}")
-        X, y = check_xy(X, y, dtype, device)
-        self.features = features.to(dtype=dtype, device=X.device)
+        given = [X is not None or y is not None, rows is not None, statistics is not None]
+        if sum(given) != 1:
+            raise ValueError("give the training data as X and y, as rows=PartitionRows(...) "
+                             "or as statistics=(gram, proj, yy, n): exactly one of them")
+        self.rows = rows
+        if given[0]:
+            X, y = check_xy(X, y, dtype, device)
+            device, d = X.device, X.shape[1]
+            self.register_buffer("X", X)
+            self.register_buffer("y", y)
+        else:
+            device, d = torch.device(device or "cpu"), getattr(features, "d", 1)
+        self.features = features.to(dtype=dtype, device=device)
         p = features.num_features
+        if statistics is not None:
+            gram, proj, yy, n = statistics
+            self.register_buffer("stat_gram", torch.as_tensor(gram, dtype=dtype, device=device))
+            self.register_buffer("stat_proj", torch.as_tensor(proj, dtype=dtype, device=device))
+            self.register_buffer("stat_yy", torch.as_tensor(yy, dtype=dtype, device=device))
+            self.register_buffer("stat_n", torch.as_tensor(int(n), device=device))
+            for t in self.features.parameters():  # Φ is fixed: the statistics belong to it
+                t.requires_grad_(False)
         self.weights_kind = weights
         self.noise = torch.tensor(float(noise), dtype=dtype)
         self.weight = torch.ones(p if weights == "diag" else 1, dtype=dtype)
         if weights == "fixed":
             self.raw_weight.requires_grad_(False)
-        self.register_buffer("X", X)
-        self.register_buffer("y", y)
-        self.chunk = chunk or max(1, CHUNK_BYTES // (8 * 4 * (p + X.shape[1])))
+        self.chunk = chunk or max(1, CHUNK_BYTES // (8 * 4 * (p + d)))
         self._stats_cache = None
-        self.to(X.device)
+        self._n = None if rows is None else sum(int(part.num_rows) for part in rows.partitions)
+        self.to(device)
 
     @property
     def n(self) -> int:
-        return self.X.shape[0]
+        if hasattr(self, "stat_n"):
+            return int(self.stat_n)
+        return self.X.shape[0] if self.rows is None else self._n
 
     def statistics(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """(ΦᵀΦ, Φᵀy, yᵀy) by one streaming pass; differentiable in the features'
-        parameters, and cached while those parameters do not change."""
+        """(ΦᵀΦ, Φᵀy, yᵀy) by one streaming pass over the rows; differentiable in the
+        features' parameters, and cached while those parameters do not change."""
+        if hasattr(self, "stat_gram"):
+            return self.stat_gram, self.stat_proj, self.stat_yy
         params = [p for p in self.features.parameters() if p.requires_grad]
-        if not params:
-            key = tuple(p._version for p in self.features.parameters()) + (self.X._version,)
-            if self._stats_cache is None or self._stats_cache[0] != key:
-                with torch.no_grad():
-                    gram, proj = _Statistics.apply(self.features, self.X, self.y, self.chunk)
-                self._stats_cache = (key, gram, proj)
-            gram, proj = self._stats_cache[1:]
-        else:
+        if params:
+            return self._pass(params)
+        key = tuple(p._version for p in self.features.parameters())
+        key += (self.X._version,) if self.rows is None else ()
+        if self._stats_cache is None or self._stats_cache[0] != key:
+            with torch.no_grad():
+                self._stats_cache = (key, *self._pass([]))
+        return self._stats_cache[1:]
+
+    def _pass(self, params: list[torch.Tensor]):
+        if self.rows is None:
             gram, proj = _Statistics.apply(self.features, self.X, self.y, self.chunk, *params)
-        return gram, proj, self.y @ self.y
+            return gram, proj, self.y @ self.y
+        from ..distributed import statistics, streamed_statistics
+
+        r = self.rows
+        if params:
+            s = streamed_statistics(self.features, r.partitions, r.scaler, r.client, r.rows)
+        else:
+            s = statistics(self.features, r.partitions, scaler=r.scaler, client=r.client,
+                           rows=r.rows)
+        self._n = int(s.n)
+        return s.gram, s.proj, s.yy
 
     def _factor(self, gram: torch.Tensor) -> torch.Tensor:
         p = gram.shape[0]
@@ -151,25 +206,41 @@ class FeatureGP(GPModel):
         no_data(self, data)
         return self.nlml()
 
-    # -- persistence ----------------------------------------------------------------
+    # -- persistence: statistics and weights, never the rows ---------------------------
     def to_config(self) -> dict[str, Any]:
-        return {"weights": self.weights_kind, "dtype": dtype_name(self.X),
-                **feature_map_config(self.features)}
+        return {"weights": self.weights_kind, "dtype": dtype_name(self.noise),
+                "rows": "statistics", "n": self.n, **feature_map_config(self.features)}
+
+    def saved_state(self) -> dict[str, torch.Tensor]:
+        """The state_dict with the training rows replaced by their statistics at the
+        current feature parameters (so a saved file does not grow with n)."""
+        with torch.no_grad():
+            gram, proj, yy = self.statistics()
+        state = {k: v for k, v in self.state_dict().items() if k not in ("X", "y")}
+        state.update(stat_gram=gram.detach(), stat_proj=proj.detach(), stat_yy=yy.detach(),
+                     stat_n=torch.tensor(self.n))
+        return state
 
     @classmethod
     def from_config(cls, config: dict[str, Any], state: dict[str, torch.Tensor],
                     kernel: Any = None) -> FeatureGP:
         dtype = getattr(torch, config["dtype"])
-        X, y = state["X"], state["y"]
-        feats = feature_map_from_config(config, X, dtype)
-        return cls(feats, X, y, weights=config["weights"], dtype=dtype)
+        feats = feature_map_from_config(config, dtype, state)
+        if config.get("rows") == "statistics":
+            stats = (state["stat_gram"], state["stat_proj"], state["stat_yy"],
+                     int(state["stat_n"]))
+            return cls(feats, weights=config["weights"], dtype=dtype, statistics=stats)
+        return cls(feats, state["X"], state["y"], weights=config["weights"], dtype=dtype)
 
     @torch.no_grad()
     def predict(
         self, X_new, *, include_noise: bool = False, full_cov: bool = False
     ) -> MeanAndVariance:
         """Posterior mean and variance (or covariance) at ``X_new``."""
-        Xs = as_test_inputs(X_new, self.X)
+        Xs = as_matrix(X_new, "X_new", self.noise.dtype, self.noise.device)
+        if Xs.shape[1] != self.features.d:
+            raise ValueError(f"X_new has {Xs.shape[1]} columns but the model was trained on "
+                             f"{self.features.d}")
         gram, proj, _ = self.statistics()
         L = self._factor(gram)
         mean_w = torch.cholesky_solve(proj[:, None], L)[:, 0]

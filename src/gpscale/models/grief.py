@@ -167,7 +167,8 @@ class GriefIPosterior(GPModel):
         self.register_buffer("r", r)  # r̃ = Φ̃ᵀy
         self.register_buffer("w", w)  # (S, p̃) weight draws
         self.register_buffer("noise", noise)  # (S,) σ² draws
-        self.register_buffer("X", X)  # training inputs (the grid's origin), for saving
+        self.register_buffer("X", X)  # training inputs, while training (not saved)
+        self._n = None if X is None else int(X.shape[0])
 
     @classmethod
     def from_orthogonal(cls, features, scale: torch.Tensor, orth: OrthogonalGrief,
@@ -178,7 +179,7 @@ class GriefIPosterior(GPModel):
 
     @property
     def n(self) -> int | None:
-        return None if self.X is None else self.X.shape[0]
+        return self._n
 
     @property
     def num_samples(self) -> int:
@@ -239,26 +240,32 @@ class GriefIPosterior(GPModel):
             f"median {float(w.median()):.4g}, max {float(w.max()):.4g}",
         ])
 
-    # -- persistence: the grid is rebuilt from the saved training inputs X --------------
+    # -- persistence: draws, rotation and the grid; never the training rows -------------
     def to_config(self) -> dict[str, Any]:
         f = self.features
         return {"dtype": dtype_name(self.w), "num_features": f.num_features,
                 "kernel": f.kernel, "m_bar": f.m_bar, "grid": f.grid_kind,
-                "eig_floor": f.eig_floor, "gap_tol": f.gap_tol, "normalize": self.normalize}
+                "eig_floor": f.eig_floor, "gap_tol": f.gap_tol, "normalize": self.normalize,
+                "n": self.n}
+
+    def saved_state(self) -> dict[str, torch.Tensor]:
+        return {k: v for k, v in self.state_dict().items() if k != "X"}
 
     @classmethod
     def from_config(cls, config: dict[str, Any], state: dict[str, torch.Tensor],
                     kernel: Any = None) -> GriefIPosterior:
         dtype = getattr(torch, str(config["dtype"]))
-        X = state["X"].to(dtype)
-        feats = GriefFeatures(X, config["num_features"], m_bar=config["m_bar"],
-                              kernel=config["kernel"], grid=config.get("grid", "uniform"),
-                              eig_floor=config["eig_floor"], gap_tol=config["gap_tol"],
-                              dtype=dtype)
+        feats = GriefFeatures.from_grid_buffer(
+            state["features.grid"].to(dtype), config["num_features"], m_bar=config["m_bar"],
+            kernel=config["kernel"], grid=config.get("grid", "uniform"),
+            eig_floor=config["eig_floor"], gap_tol=config["gap_tol"], dtype=dtype)
         feats.raw_lengthscale.requires_grad_(False)
         z = {k: torch.zeros_like(v, dtype=dtype) for k, v in state.items()}  # shapes only
-        return cls(feats, z["scale"], z["V"], z["sv2"], z["r"], z["w"], z["noise"],
+        X = state["X"].to(dtype) if "X" in state else None  # files of format version 1
+        post = cls(feats, z["scale"], z["V"], z["sv2"], z["r"], z["w"], z["noise"],
                    normalize=config["normalize"], X=X)
+        post._n = config.get("n", post._n)
+        return post
 
 
 def grief_preconditioner(
