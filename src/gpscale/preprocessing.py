@@ -16,7 +16,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Moments", "Standardizer"]
+__all__ = ["Moments", "Standardizer", "chunk_moments"]
 
 #: a column whose std is at most this many ulps of its largest magnitude is constant
 CONSTANT_ULPS = 16.0
@@ -148,29 +148,13 @@ class Standardizer:
     def fit_chunks(cls, chunks: Iterable[tuple[np.ndarray, np.ndarray | None]]
                    ) -> Standardizer:
         """One pass over ``(X, y)`` row chunks (y None throughout for inputs only)."""
-        mx = my = None
-        for i, (X, y) in enumerate(chunks):
-            X = np.asarray(X, dtype=np.float64)
-            if X.ndim == 1:
-                X = X[:, None]
-            if mx is not None and (y is None) != (my is None):
-                had = "had one" if y is None else "had none"
-                raise ValueError(f"chunk {i} {'has no y' if y is None else 'has a y'} but "
-                                 f"chunk 0 {had}; give y in every chunk or in none")
-            cx = _moments(X, "X", i)
-            cy = None if y is None else _moments(np.asarray(y, dtype=np.float64).reshape(-1),
-                                                 "y", i)
-            if cy is not None and cy.n != cx.n:
-                raise ValueError(f"chunk {i}: X has {cx.n} rows but y has {cy.n} values")
-            mx = cx if mx is None else mx.merge(cx)
-            my = cy if my is None else my.merge(cy)
-        if mx is None or mx.n == 0:
-            raise ValueError("no rows to standardise: the data are empty")
-        return cls.from_moments(mx, my)
+        return cls.from_moments(*chunk_moments(chunks))
 
     @classmethod
     def from_moments(cls, mx: Moments, my: Moments | None = None) -> Standardizer:
         """The scaler for merged :class:`Moments` of X's columns (and y's)."""
+        if mx.n == 0:
+            raise ValueError("no rows to standardise: the data are empty")
         # a constant column is divided by its magnitude (at least 1), so it becomes ~0
         x_scale = np.where(mx.constant(), np.maximum(1.0, mx.absmax), mx.stds)
         y_mean, y_scale = 0.0, 1.0
@@ -227,6 +211,32 @@ class Standardizer:
         return cls(np.asarray(s["x_mean"], dtype=np.float64),
                    np.asarray(s["x_scale"], dtype=np.float64),
                    float(s["y_mean"]), float(s["y_scale"]))
+
+
+def chunk_moments(chunks: Iterable[tuple[np.ndarray, np.ndarray | None]]
+                  ) -> tuple[Moments, Moments | None]:
+    """Merged :class:`Moments` of X's columns and of y (None when the chunks have no y)
+    over ``(X, y)`` row chunks: what one worker returns for its partitions; the caller
+    merges those and calls :meth:`Standardizer.from_moments`."""
+    mx = my = None
+    for i, (X, y) in enumerate(chunks):
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 1:
+            X = X[:, None]
+        if mx is not None and (y is None) != (my is None):
+            had = "had one" if y is None else "had none"
+            raise ValueError(f"chunk {i} {'has no y' if y is None else 'has a y'} but "
+                             f"chunk 0 {had}; give y in every chunk or in none")
+        cx = _moments(X, "X", i)
+        cy = None if y is None else _moments(np.asarray(y, dtype=np.float64).reshape(-1),
+                                             "y", i)
+        if cy is not None and cy.n != cx.n:
+            raise ValueError(f"chunk {i}: X has {cx.n} rows but y has {cy.n} values")
+        mx = cx if mx is None else mx.merge(cx)
+        my = cy if my is None else my.merge(cy)
+    if mx is None:
+        raise ValueError("no rows to standardise: the data are empty")
+    return mx, my
 
 
 def _moments(A: np.ndarray, name: str, chunk: int) -> Moments:
