@@ -150,7 +150,6 @@ class CsvPartition(Partition):
     def _first_text(self) -> dict[str, tuple[int, object]]:
         """Per numeric column, the first cell pyarrow cannot read as a number (within the
         first block that has any): {name: (row, value)}."""
-        shown = {r: c for c, r in self.raw.items()}
         done = 0
         for rb in self._stream(self._convert(text=True)):
             found = {}
@@ -158,7 +157,7 @@ class CsvPartition(Partition):
                 col = rb.column(self.raw[c])
                 i = _first_unparsable(col)
                 if i is not None:
-                    found[shown[self.raw[c]]] = (done + i, col[i].as_py())
+                    found[c] = (done + i, col[i].as_py())
             if found:
                 return found
             done += rb.num_rows
