@@ -111,7 +111,7 @@ class Source:
         y = np.empty(n) if self.has_target else None
         keep: dict[str, list[pa.Array]] = {k: [] for k in self.columns.keep}
         i = 0
-        for b in self.batches():
+        for b in self.batches(min(self.default_rows(), 1 << 16)):  # small: X holds them all
             X[i:i + len(b)] = b.X
             if y is not None:
                 y[i:i + len(b)] = b.y
