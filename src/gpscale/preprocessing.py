@@ -1,19 +1,137 @@
-"""Standardisation of inputs and targets, saved with a model and undone on prediction."""
+"""Standardisation of inputs and targets, saved with a model and undone on prediction.
+
+The statistics are computed in one pass over row chunks (:class:`Moments`, merged with
+the pairwise update of Chan, Golub & LeVeque 1979), so the same code serves an in-memory
+array, a file streamed chunk by chunk, and partial results returned by dask workers.
+Every column is held as (power-of-two exponent, scaled values in [-1, 1]); multiplying
+by a power of two is exact, so any finite column, from 1e-308 to 1e308, gives finite
+means and scales without losing precision.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+
+__all__ = ["Moments", "Standardizer", "chunk_moments"]
+
+#: a column whose std is at most this many ulps of its largest magnitude is constant
+CONSTANT_ULPS = 16.0
+_EPS = float(np.finfo(np.float64).eps)
+
+
+@dataclass(frozen=True)
+class Moments:
+    """Count, mean, sum of squared deviations and max |x| of k columns, each stored
+    scaled by ``2**-exp`` (so the scaled values lie in [-1, 1]).
+
+    ``Moments.of(A)`` summarises an (m, k) block; ``a.merge(b)`` combines two summaries
+    of disjoint rows (Chan et al. 1979, eq. 2.1); the result does not depend on how the
+    rows were split, up to rounding.
+    """
+
+    n: int
+    exp: np.ndarray   # (k,) int: column j's values were multiplied by 2**-exp[j]
+    mean: np.ndarray  # (k,) scaled mean
+    m2: np.ndarray    # (k,) scaled sum of squared deviations from the mean
+    amax: np.ndarray  # (k,) scaled max |x|, in [0.5, 1) (0 for an all-zero column)
+
+    @classmethod
+    def empty(cls, k: int) -> Moments:
+        z = np.zeros(k)
+        return cls(0, np.zeros(k, dtype=np.int64), z, z.copy(), z.copy())
+
+    @classmethod
+    def of(cls, A: np.ndarray) -> Moments:
+        """Moments of the rows of ``A`` (m, k) (a 1-D array is one column); ValueError
+        if a value is NaN or infinite."""
+        A = np.asarray(A, dtype=np.float64)
+        if A.ndim == 1:
+            A = A[:, None]
+        m, k = A.shape
+        if m == 0:
+            return cls.empty(k)
+        amax = np.max(np.abs(A), axis=0)
+        if not np.isfinite(amax).all():
+            bad = int(np.flatnonzero(~np.isfinite(amax))[0])
+            row = int(np.flatnonzero(~np.isfinite(A[:, bad]))[0])
+            raise ValueError(f"NaN or inf in column {bad} (row index {row}); drop or impute "
+                             "those rows before standardising")
+        exp = np.frexp(amax)[1].astype(np.int64)
+        S = np.ldexp(A, -exp)  # exact: a power-of-two scaling
+        mean = S.mean(axis=0)
+        S -= mean
+        np.square(S, out=S)
+        return cls(m, exp, mean, S.sum(axis=0), np.ldexp(amax, -exp))
+
+    def _rescaled(self, exp: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        shift = self.exp - exp  # <= 0: values only get smaller, never overflow
+        return (np.ldexp(self.mean, shift), np.ldexp(self.m2, 2 * shift),
+                np.ldexp(self.amax, shift))
+
+    def merge(self, other: Moments) -> Moments:
+        """Moments of the union of the two sets of rows."""
+        if self.mean.shape != other.mean.shape:
+            raise ValueError(f"cannot merge moments of {self.mean.shape[0]} and "
+                             f"{other.mean.shape[0]} columns")
+        if other.n == 0:
+            return self
+        if self.n == 0:
+            return other
+        exp = np.maximum(self.exp, other.exp)
+        ma, qa, xa = self._rescaled(exp)
+        mb, qb, xb = other._rescaled(exp)
+        n = self.n + other.n
+        delta = mb - ma
+        mean = ma + delta * (other.n / n)
+        m2 = qa + qb + delta * delta * (self.n * (other.n / n))
+        return Moments(n, exp, mean, m2, np.maximum(xa, xb))
+
+    @classmethod
+    def combine(cls, parts: Iterable[Moments], k: int | None = None) -> Moments:
+        """Merge any number of summaries (``k`` columns when ``parts`` may be empty)."""
+        out = None if k is None else cls.empty(k)
+        for p in parts:
+            out = p if out is None else out.merge(p)
+        if out is None:
+            raise ValueError("no moments to combine")
+        return out
+
+    @property
+    def means(self) -> np.ndarray:
+        return np.ldexp(self.mean, self.exp)
+
+    @property
+    def stds(self) -> np.ndarray:
+        """Population standard deviations (ddof = 0)."""
+        return np.ldexp(np.sqrt(self.m2 / max(self.n, 1)), self.exp)
+
+    @property
+    def absmax(self) -> np.ndarray:
+        return np.ldexp(self.amax, self.exp)
+
+    def constant(self) -> np.ndarray:
+        """Columns whose std is within ``CONSTANT_ULPS`` ulps of their largest magnitude."""
+        return np.sqrt(self.m2 / max(self.n, 1)) <= CONSTANT_ULPS * _EPS * self.amax
+
+
+def _exponent(*arrays: Any) -> np.ndarray:
+    """Per column, the binary exponent of the largest magnitude among ``arrays``."""
+    return np.frexp(np.maximum.reduce([np.abs(np.asarray(a, dtype=np.float64))
+                                       for a in arrays]))[1]
 
 
 @dataclass
 class Standardizer:
     """x ↦ (x − mean) / scale per column, y ↦ (y − y_mean) / y_scale.
 
-    Constant input columns get scale 1 (they stay constant, at zero). A constant
-    target cannot be standardised and raises ``ValueError``.
+    Constant input columns (std within a few ulps of the column's own magnitude) get
+    scale max(1, max |x|), so they stay constant, at zero. A constant target cannot be
+    standardised and raises ``ValueError``. The transforms scale by powers of two
+    internally, so they do not overflow or underflow where the result is representable.
     """
 
     x_mean: np.ndarray
@@ -23,37 +141,66 @@ class Standardizer:
 
     @classmethod
     def fit(cls, X: np.ndarray, y: np.ndarray | None = None) -> Standardizer:
-        X = np.asarray(X, dtype=np.float64)
-        x_mean = X.mean(axis=0)
-        x_scale = X.std(axis=0)
-        x_scale = np.where(x_scale > 1e-12 * np.maximum(1.0, np.abs(x_mean)), x_scale, 1.0)
+        """Statistics of X (n, d) and y (n,); same as :meth:`fit_chunks` on one chunk."""
+        return cls.fit_chunks([(X, y)])
+
+    @classmethod
+    def fit_chunks(cls, chunks: Iterable[tuple[np.ndarray, np.ndarray | None]]
+                   ) -> Standardizer:
+        """One pass over ``(X, y)`` row chunks (y None throughout for inputs only)."""
+        return cls.from_moments(*chunk_moments(chunks))
+
+    @classmethod
+    def from_moments(cls, mx: Moments, my: Moments | None = None) -> Standardizer:
+        """The scaler for merged :class:`Moments` of X's columns (and y's)."""
+        if mx.n == 0:
+            raise ValueError("no rows to standardise: the data are empty")
+        # a constant column is divided by its magnitude (at least 1), so it becomes ~0
+        x_scale = np.where(mx.constant(), np.maximum(1.0, mx.absmax), mx.stds)
         y_mean, y_scale = 0.0, 1.0
-        if y is not None:
-            y = np.asarray(y, dtype=np.float64).reshape(-1)
-            y_mean, y_scale = float(y.mean()), float(y.std())
-            if not y_scale > 1e-12 * max(1.0, abs(y_mean)):
+        if my is not None:
+            y_mean, y_scale = float(my.means[0]), float(my.stds[0])
+            if my.constant()[0]:
                 raise ValueError(
-                    f"y is constant (all values ≈ {y_mean:g}); there is nothing to "
-                    "regress. Check the target column, or pass standardize=False."
+                    f"y is constant (all values ≈ {y_mean:g}); there is nothing to regress. "
+                    "Check the target column, or pass standardize=False (--no-standardize "
+                    "on the command line)."
                 )
-        return cls(x_mean, x_scale, y_mean, y_scale)
+        return cls(mx.means, x_scale, y_mean, y_scale)
 
     @classmethod
     def identity(cls, d: int) -> Standardizer:
         return cls(np.zeros(d), np.ones(d), 0.0, 1.0)
 
     def transform_x(self, X: np.ndarray) -> np.ndarray:
-        return (np.asarray(X, dtype=np.float64) - self.x_mean) / self.x_scale
+        e = _exponent(self.x_mean, self.x_scale)
+        return ((np.ldexp(np.asarray(X, dtype=np.float64), -e) - np.ldexp(self.x_mean, -e))
+                / np.ldexp(self.x_scale, -e))
+
+    def inverse_x(self, Z: np.ndarray) -> np.ndarray:
+        """Undo :meth:`transform_x`."""
+        e = _exponent(self.x_mean, self.x_scale)
+        Z = np.asarray(Z, dtype=np.float64)
+        return np.ldexp(Z * np.ldexp(self.x_scale, -e) + np.ldexp(self.x_mean, -e), e)
 
     def transform_y(self, y: np.ndarray) -> np.ndarray:
-        return (np.asarray(y, dtype=np.float64) - self.y_mean) / self.y_scale
+        e = _exponent(self.y_mean, self.y_scale)
+        return ((np.ldexp(np.asarray(y, dtype=np.float64), -e) - np.ldexp(self.y_mean, -e))
+                / np.ldexp(self.y_scale, -e))
 
     def inverse_y(self, mean: np.ndarray, var: np.ndarray | None = None):
         """Undo the target scaling on a predictive mean (and variance)."""
-        m = np.asarray(mean) * self.y_scale + self.y_mean
+        e = _exponent(self.y_mean, self.y_scale)
+        s = np.ldexp(self.y_scale, -e)
+        m = np.ldexp(np.asarray(mean, dtype=np.float64) * s + np.ldexp(self.y_mean, -e), e)
         if var is None:
             return m
-        return m, np.asarray(var) * self.y_scale**2
+        return m, np.ldexp(np.asarray(var, dtype=np.float64) * (s * s), 2 * e)
+
+    def inverse_std(self, std: np.ndarray) -> np.ndarray:
+        """A standard deviation in standardised units → the units of y (finite even
+        where the variance in those units would overflow)."""
+        return np.asarray(std, dtype=np.float64) * self.y_scale
 
     def state(self) -> dict[str, Any]:
         return {"x_mean": self.x_mean.tolist(), "x_scale": self.x_scale.tolist(),
@@ -64,3 +211,37 @@ class Standardizer:
         return cls(np.asarray(s["x_mean"], dtype=np.float64),
                    np.asarray(s["x_scale"], dtype=np.float64),
                    float(s["y_mean"]), float(s["y_scale"]))
+
+
+def chunk_moments(chunks: Iterable[tuple[np.ndarray, np.ndarray | None]]
+                  ) -> tuple[Moments, Moments | None]:
+    """Merged :class:`Moments` of X's columns and of y (None when the chunks have no y)
+    over ``(X, y)`` row chunks: what one worker returns for its partitions; the caller
+    merges those and calls :meth:`Standardizer.from_moments`."""
+    mx = my = None
+    for i, (X, y) in enumerate(chunks):
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim == 1:
+            X = X[:, None]
+        if mx is not None and (y is None) != (my is None):
+            had = "had one" if y is None else "had none"
+            raise ValueError(f"chunk {i} {'has no y' if y is None else 'has a y'} but "
+                             f"chunk 0 {had}; give y in every chunk or in none")
+        cx = _moments(X, "X", i)
+        cy = None if y is None else _moments(np.asarray(y, dtype=np.float64).reshape(-1),
+                                             "y", i)
+        if cy is not None and cy.n != cx.n:
+            raise ValueError(f"chunk {i}: X has {cx.n} rows but y has {cy.n} values")
+        mx = cx if mx is None else mx.merge(cx)
+        my = cy if my is None else my.merge(cy)
+    if mx is None:
+        raise ValueError("no rows to standardise: the data are empty")
+    return mx, my
+
+
+def _moments(A: np.ndarray, name: str, chunk: int) -> Moments:
+    try:
+        return Moments.of(A)
+    except ValueError as err:
+        where = f" of chunk {chunk}" if chunk else ""
+        raise ValueError(f"{name}{where}: {err}") from None

@@ -1,0 +1,251 @@
+"""CSV files, read by pyarrow's streaming reader (``pyarrow.csv.open_csv``) with column
+projection: one partition per file.
+
+Memory is bounded by the reader's block size (several blocks in flight) plus one chunk
+(two while it is assembled), never by the file. Numbers may be surrounded by spaces;
+header names are stripped of spaces. Empty cells and the usual markers (NA, N/A, null,
+None, NaN, ...) are missing values. A file's number of rows is not stored anywhere, so
+:attr:`CsvPartition.num_rows` costs one pass (then it is cached). When pyarrow refuses a
+file, the file is read again (as text, on that error path only) to name the column, the
+value and the line.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.csv as pv
+
+from .batch import Batch, Columns, Origin, Partition, arrow_batch, rechunk, text_error
+
+__all__ = ["CsvHeader", "CsvPartition", "read_header", "lines_of_rows"]
+
+NULL_VALUES = [*pv.ConvertOptions().null_values, "None", "none", "NONE", "na", "Null"]
+#: reader block sizes (bytes): a larger block costs memory (pyarrow keeps several in
+#: flight) and does not read faster; the first block of a file is probed with a smaller one
+_BLOCK, _PROBE_BLOCK, _MAX_BLOCK = 1 << 20, 1 << 18, 256 << 20
+#: on the error path, rows beyond this are reported as data rows, not scanned for lines
+LINE_SCAN_LIMIT = 5_000_000
+
+
+@dataclass(frozen=True)
+class CsvHeader:
+    """Column names (stripped of spaces), the names as written, and whether the file has
+    at least one data row."""
+
+    names: tuple[str, ...]
+    raw: tuple[str, ...]
+    has_rows: bool
+    block: int = 0  # a block size (bytes) that held the first rows
+
+
+def read_header(path: str) -> CsvHeader:
+    """The header of a CSV file (reads its first block only)."""
+    block, multiline = _PROBE_BLOCK, False
+    while True:
+        try:
+            reader = pv.open_csv(path, read_options=pv.ReadOptions(block_size=block,
+                                                                   use_threads=False),
+                                 parse_options=pv.ParseOptions(newlines_in_values=multiline),
+                                 convert_options=pv.ConvertOptions(null_values=NULL_VALUES))
+            raw = tuple(reader.schema.names)
+            try:
+                has_rows = reader.read_next_batch().num_rows > 0
+            except StopIteration:
+                has_rows = False
+            break
+        except pa.ArrowInvalid as err:
+            if "newlines_in_values" in str(err) and not multiline:
+                multiline = True
+            elif "straddl" in str(err) and block < _MAX_BLOCK:  # a row longer than a block
+                block *= 4
+            else:
+                raise _diagnose(path, err) from None
+        except UnicodeDecodeError as err:
+            raise ValueError(f"could not read {path!r} as a CSV file (not UTF-8 text: {err})"
+                             ) from None
+    names = tuple(h.strip() for h in raw)
+    dupes = sorted({h for h in names if names.count(h) > 1})
+    if dupes or "" in names:
+        raise ValueError(f"{path!r}: column names must be unique and non-empty "
+                         f"(duplicated: {dupes}{', and an empty name' if '' in names else ''})")
+    return CsvHeader(names, raw, has_rows, block)
+
+
+@dataclass(eq=False, repr=False)
+class CsvPartition(Partition):
+    """One CSV file: ``raw`` maps each column name in ``cols`` to the name as written;
+    ``block``: the reader's block size in bytes (it must hold the longest row)."""
+
+    path: str
+    cols: Columns
+    raw: dict[str, str]
+    block: int = _BLOCK
+    _rows: int | None = None
+
+    @property
+    def origin(self) -> Origin:
+        return Origin(repr(self.path), 0, "line", self.path)
+
+    @property
+    def num_rows(self) -> int:
+        if self._rows is None:
+            first = self.raw[self.cols.all[0]]
+            convert = pv.ConvertOptions(include_columns=[first],
+                                        column_types={first: pa.string()})
+            self._rows = sum(b.num_rows for b in self._stream(convert))
+        return self._rows
+
+    def known_rows(self) -> int | None:
+        return self._rows
+
+    def batches(self, rows: int) -> Iterator[Batch]:
+        yield from rechunk(self._converted(rows), rows)
+
+    def _converted(self, rows: int) -> Iterator[Batch]:
+        shown = {r: c for c, r in self.raw.items()}
+        done = 0
+        for rb in self._stream(self._convert(text=False)):
+            rb = rb.rename_columns([shown[n] for n in rb.schema.names])
+            yield arrow_batch(rb, self.cols, self.origin.shifted(done))
+            done += rb.num_rows
+        self._rows = done
+
+    def _convert(self, text: bool) -> pv.ConvertOptions:
+        numeric = {self.raw[c]: pa.string() if text else pa.float64() for c in self.cols.numeric}
+        keep = {self.raw[k]: pa.string() for k in self.cols.keep if k not in self.cols.numeric}
+        return pv.ConvertOptions(include_columns=[self.raw[c] for c in self.cols.all],
+                                 column_types={**numeric, **keep}, null_values=NULL_VALUES,
+                                 strings_can_be_null=text)
+
+    def _stream(self, convert: pv.ConvertOptions) -> Iterator[pa.RecordBatch]:
+        """Record batches. A quoted field spanning lines, or a row longer than the block,
+        restarts the read after the rows already given, with the slower parser that
+        allows newlines in values, or a larger block."""
+        block, done, multiline = self.block, 0, False
+        while True:
+            try:
+                reader = pv.open_csv(
+                    self.path, convert_options=convert,
+                    read_options=pv.ReadOptions(block_size=block, skip_rows_after_names=done),
+                    parse_options=pv.ParseOptions(newlines_in_values=multiline))
+                for rb in reader:
+                    done += rb.num_rows
+                    yield rb
+                return
+            except pa.ArrowInvalid as err:
+                if "newlines_in_values" in str(err) and not multiline:
+                    multiline = True
+                elif "straddl" in str(err) and block < _MAX_BLOCK:
+                    block *= 4
+                else:
+                    raise _diagnose(self.path, err, self) from None
+
+    def _first_text(self) -> dict[str, tuple[int, object]]:
+        """Per numeric column, the first cell pyarrow cannot read as a number (within the
+        first block that has any): {name: (row, value)}."""
+        done = 0
+        for rb in self._stream(self._convert(text=True)):
+            found = {}
+            for c in self.cols.numeric:
+                col = rb.column(self.raw[c])
+                i = _first_unparsable(col)
+                if i is not None:
+                    found[c] = (done + i, col[i].as_py())
+            if found:
+                return found
+            done += rb.num_rows
+        return {}
+
+
+def _first_unparsable(col: pa.Array) -> int | None:
+    """Index of the first string of ``col`` that does not parse as a float (bisection
+    over pyarrow casts; nulls are fine)."""
+    col = pc.utf8_trim_whitespace(col)
+
+    def parses(a: pa.Array) -> bool:
+        try:
+            pc.cast(a, pa.float64())
+            return True
+        except pa.ArrowInvalid:
+            return False
+
+    if parses(col):
+        return None
+    lo, hi = 0, len(col)  # the first bad index is in [lo, hi)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if parses(col.slice(lo, mid - lo)):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def _diagnose(path: str, err: Exception, part: CsvPartition | None = None) -> ValueError:
+    """A message naming what is wrong where, for pyarrow's error ``err`` on ``path``."""
+    msg = str(err)
+    if "Empty CSV file" in msg:
+        return ValueError(f"{path!r} is empty; expected a header row of column names")
+    if re.search(r"Expected \d+ columns, got \d+", msg):
+        bad = _ragged_row(path)
+        if bad is not None:
+            line, got, width = bad
+            return ValueError(f"{path!r} line {line}: {got} fields, but the header has "
+                              f"{width}")
+    if "conversion error" in msg and part is not None:
+        found = part._first_text()
+        if found:
+            return text_error(part.origin, part.cols, found)
+    return ValueError(f"could not read {path!r} as a CSV file ({msg})")
+
+
+# -- the error path: the file read again as text, row by row --------------------------------
+def _text_rows(path: str, header: bool = False) -> Iterator[tuple[int, list[str]]]:
+    """(line number, fields) of every non-blank row (after the header unless ``header``)."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", newline="", encoding="utf-8-sig", errors="replace") as f:
+        reader = csv.reader(f)
+        skip = not header
+        for r in reader:
+            if r and not skip:
+                yield reader.line_num, r
+            skip = skip and not r
+
+
+def _ragged_row(path: str) -> tuple[int, int, int] | None:
+    """(line, fields, header fields) of the first row whose length differs."""
+    width = None
+    try:
+        for line, r in _text_rows(path, header=True):
+            if width is None:
+                width = len(r)
+            elif len(r) != width:
+                return line, len(r), width
+    except csv.Error:  # e.g. a field longer than the csv module accepts
+        pass
+    return None
+
+
+def lines_of_rows(path: str, rows: set[int]) -> dict[int, int]:
+    """Line numbers of the given 1-based data rows (those up to ``LINE_SCAN_LIMIT``)."""
+    want = {r for r in rows if r <= LINE_SCAN_LIMIT}
+    out: dict[int, int] = {}
+    if not want:
+        return out
+    last = max(want)
+    try:
+        for i, (line, _) in enumerate(_text_rows(path), 1):
+            if i in want:
+                out[i] = line
+            if i >= last:
+                break
+    except csv.Error:  # the rows are then reported as data rows
+        pass
+    return out
