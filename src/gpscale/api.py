@@ -10,8 +10,11 @@ from typing import Any
 import torch
 
 from . import kernels as _kernels
+from .distributed import connect, source_scaler
+from .io import Source, open_source
 from .kernels import Kernel
 from .methods import METHODS, Method, get_method, register_method
+from .models.feature import PartitionRows
 from .predictor import FORMAT_VERSION, Predictor, column_names, load, writable
 from .preprocessing import Standardizer
 from .validation import check_xy
@@ -20,40 +23,97 @@ __all__ = ["fit", "load", "Predictor", "register_method", "get_method", "METHODS
            "FORMAT_VERSION"]
 
 
-def fit(X: Any, y: Any, method: str = "exact", kernel: str | Kernel = "rbf-ard",
-        standardize: bool = True, **options: Any) -> Predictor:
+def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rbf-ard",
+        standardize: bool = True, *, target: str | None = None, scheduler: Any = None,
+        workers: int | None = None, **options: Any) -> Predictor:
     """Fit a GP to raw data and return a :class:`Predictor`.
 
-    X: (n, d) inputs (numpy, nested lists, pandas, tensors); y: (n,) targets. ``method``
-    names an entry of :data:`METHODS`; ``kernel`` one of :data:`gpscale.kernels.KERNELS`
-    or a :class:`Kernel` (copied, not modified). With ``standardize`` (default) X's
-    columns and y are scaled to zero mean and unit variance for training and predictions
-    are mapped back; hyperparameters (and options such as ``noise``) are then in
-    standardised units. ``options`` go to the method (for ``"exact"``: noise, mean,
-    max_iter, restarts, seed, progress, device, dtype).
+    The data: ``X`` (n, d) inputs and ``y`` (n,) targets in memory (numpy, nested lists,
+    pandas, tensors); or ``X`` alone as a source of rows with ``target=`` naming the
+    target column: a path, glob, directory or list of CSV / Parquet files, a pandas or
+    dask DataFrame, a :class:`gpscale.io.Source` (see :func:`gpscale.io.open_source`).
+
+    ``method`` names an entry of :data:`METHODS`; ``kernel`` one of
+    :data:`gpscale.kernels.KERNELS` or a :class:`Kernel` (copied, not modified). With
+    ``standardize`` (default) X's columns and y are scaled to zero mean and unit variance
+    for training and predictions are mapped back; hyperparameters (and options such as
+    ``noise``) are then in standardised units. ``options`` go to the method (for
+    ``"exact"``: noise, mean, max_iter, restarts, seed, progress, device, dtype).
+
+    Methods that train from passes over the rows (``Method.streams``, e.g. ``rff``) never
+    hold a source's rows in memory, and run those passes on a dask.distributed cluster
+    with ``scheduler=`` (an address such as ``"tcp://host:8786"`` or a
+    ``distributed.Client``) or ``workers=N`` (a local cluster of N processes). The other
+    methods load every row of a source first (``Source.memory_bytes()`` tells how much).
     """
     m = get_method(method)
     m.check_options(options)
+    if y is None or isinstance(X, Source):
+        source = X if isinstance(X, Source) else open_source(X, target=target)
+        return _fit_source(source, m, kernel, standardize, scheduler, workers, options)
+    if target is not None:
+        raise ValueError("target= names the target column of a file or data frame given as "
+                         "X alone; with X and y in memory leave it out")
+    if scheduler is not None or workers is not None:
+        if not m.streams:
+            raise ValueError(f"method {m.name!r} trains in this process; scheduler= and "
+                             "workers= apply to the methods that stream statistics: "
+                             f"{sorted(n for n, v in METHODS.items() if v.streams)}")
+        source = open_source((writable(X), writable(y)))
+        return _fit_source(source, m, kernel, standardize, scheduler, workers, options)
     Xt, yt = check_xy(writable(X), writable(y))
     if Xt.shape[0] < 2:
         raise ValueError(f"got 1 sample (X has shape {tuple(Xt.shape)}); a GP needs at "
                          "least 2 samples to learn hyperparameters")
     Xn, yn = Xt.cpu().numpy(), yt.cpu().numpy()
-    d = Xn.shape[1]
-    if isinstance(kernel, Kernel):
-        k, kernel_name = copy.deepcopy(kernel), type(kernel).__name__
-    elif isinstance(kernel, str):
-        k, kernel_name = _kernels.make_kernel(kernel, d), kernel.lower()
-    else:
-        raise ValueError(f"kernel must be a name from {sorted(_kernels.KERNELS)} or a "
-                         f"Kernel object, got {type(kernel).__name__}")
-    scaler = Standardizer.fit(Xn, yn) if standardize else Standardizer.identity(d)
+    k, kernel_name = _kernel(kernel, Xn.shape[1])
+    scaler = Standardizer.fit(Xn, yn) if standardize else Standardizer.identity(Xn.shape[1])
     Xs = torch.as_tensor(scaler.transform_x(Xn), dtype=torch.float64)
     ys = torch.as_tensor(scaler.transform_y(yn), dtype=torch.float64)
     model, result = m.fit_fn(Xs, ys, k, **options)
     return Predictor(model, scaler, result, method=m.name, kernel_name=kernel_name,
                      standardize=bool(standardize), feature_names=column_names(X),
                      target_name=_series_name(y))
+
+
+def _fit_source(source: Source, m: Method, kernel: str | Kernel, standardize: bool,
+                scheduler: Any, workers: int | None, options: dict[str, Any]) -> Predictor:
+    """:func:`fit` on a source of rows: streamed where the method allows it."""
+    if not source.has_target:
+        raise ValueError(f"{source.description} has no target: pass y with X in memory, or "
+                         "name the target column of a file or data frame with target=")
+    if not m.streams:
+        if scheduler is not None or workers is not None:
+            raise ValueError(f"method {m.name!r} trains in this process on rows in memory; "
+                             "scheduler= and workers= apply to the methods that stream "
+                             f"statistics: {sorted(n for n, v in METHODS.items() if v.streams)}")
+        X, y = source.to_arrays()
+        pred = fit(X, y, m.name, kernel, standardize, **options)
+        pred.feature_names, pred.target_name = source.feature_names, source.target_name
+        return pred
+    k, kernel_name = _kernel(kernel, source.num_features)
+    with connect(scheduler, workers) as client:
+        parts = tuple(source.partitions())
+        scaler = (source_scaler(parts, client) if standardize
+                  else Standardizer.identity(source.num_features))
+        rows = PartitionRows(parts, source.num_features, scaler, client)
+        model, result = m.fit_fn(rows, None, k, **options)
+        if model.n < 2:
+            raise ValueError(f"{source.description} has {model.n} row(s); a GP needs at "
+                             "least 2 samples to learn hyperparameters")
+        model.freeze()  # the statistics at the fitted θ, read while the cluster is up
+    return Predictor(model, scaler, result, method=m.name, kernel_name=kernel_name,
+                     standardize=bool(standardize), feature_names=source.feature_names,
+                     target_name=source.target_name)
+
+
+def _kernel(kernel: str | Kernel, d: int) -> tuple[Kernel, str]:
+    if isinstance(kernel, Kernel):
+        return copy.deepcopy(kernel), type(kernel).__name__
+    if isinstance(kernel, str):
+        return _kernels.make_kernel(kernel, d), kernel.lower()
+    raise ValueError(f"kernel must be a name from {sorted(_kernels.KERNELS)} or a "
+                     f"Kernel object, got {type(kernel).__name__}")
 
 
 def _series_name(obj: Any) -> str | None:

@@ -1,29 +1,32 @@
 """Command line: ``gpscale demo | fit | predict | bench``.
 
-``gpscale fit --data train.csv --target y --out model.pt`` learns a GP from a CSV with a
-header (every column other than the target is an input); ``gpscale predict --model
-model.pt --data new.csv --out preds.csv`` writes the predictive ``mean,std``.
-Errors print ``gpscale: error: ...`` and exit with status 2; Ctrl-C exits with 130.
+``gpscale fit --data train.csv --target y --out model.pt`` learns a GP from CSV or Parquet
+files (a path, a glob such as ``'parts/*.parquet'`` or a directory; every column other
+than the target is an input); ``gpscale predict --model model.pt --data new.csv --out
+preds.csv`` streams the predictive ``mean,std`` to CSV or Parquet (by the extension).
+``--scheduler ADDRESS`` / ``--workers N`` run the passes of the streaming methods on a
+dask.distributed cluster. Errors print ``gpscale: error: ...`` and exit with status 2;
+Ctrl-C exits with 130.
 """
 
 from __future__ import annotations
 
 import argparse
-import csv
 import importlib
-import math
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import numpy as np
-
 from . import __version__, api
-from .files import atomic_path
+from .io import find_files, open_source, write_table
 from .kernels import KERNELS
 from .threads import thread_limit
 
-__all__ = ["main", "build_parser", "read_csv", "csv_columns", "write_predictions"]
+__all__ = ["main", "build_parser"]
+
+#: rows predicted per chunk by ``gpscale predict`` (memory stays bounded)
+PREDICT_ROWS = 65_536
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,10 +53,13 @@ def build_parser() -> argparse.ArgumentParser:
                       help="train on every weekly value instead of monthly means "
                       "(about 4x the points, much slower)")
 
-    fit = sub.add_parser("fit", parents=[common], help="learn a GP from a CSV file and save it",
-                         description="Learn a GP from a CSV with a header; every column "
-                         "other than --target is an input.")
-    fit.add_argument("--data", required=True, help="training CSV (with a header row)")
+    fit = sub.add_parser("fit", parents=[common],
+                         help="learn a GP from CSV / Parquet files and save it",
+                         description="Learn a GP from CSV (with a header) or Parquet files; "
+                         "every column other than --target is an input.")
+    fit.add_argument("--data", required=True,
+                     help="training data: a CSV or Parquet file, a glob ('parts/*.parquet') "
+                     "or a directory of them")
     fit.add_argument("--target", required=True, help="name of the column to predict")
     fit.add_argument("--method", default="exact",
                      help=f"training method: {', '.join(api.METHODS)} (default: exact)")
@@ -65,6 +71,11 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--seed", type=int, default=None, help="random seed")
     fit.add_argument("--no-standardize", action="store_true",
                      help="train on the raw columns (default: standardise X and y)")
+    fit.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                     help="dask.distributed scheduler (e.g. tcp://127.0.0.1:8786) that runs "
+                     "the statistics passes of the streaming methods (rff)")
+    fit.add_argument("--workers", type=int, default=None, metavar="N",
+                     help="start a local dask cluster of N worker processes for those passes")
     fit.add_argument("--out", required=True, help="model file to write (e.g. model.pt)")
 
     pred = sub.add_parser("predict", parents=[common], help="predict with a saved model",
@@ -72,8 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
                           "(noise included) for each row of a CSV.")
     pred.add_argument("--model", required=True, help="model file written by gpscale fit")
     pred.add_argument("--data", required=True,
-                      help="CSV with the training input columns (a target column is ignored)")
-    pred.add_argument("--out", required=True, help="CSV to write, columns mean,std")
+                      help="CSV / Parquet file(s) with the training input columns (a glob or "
+                      "a directory; a target column is ignored)")
+    pred.add_argument("--out", required=True,
+                      help="file to write, columns mean,std: .csv or .parquet")
 
     sub.add_parser("bench", help="run a benchmark (gpscale bench --help)", add_help=False)
     return parser
@@ -112,25 +125,20 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    _check_out_dir(args.out)
+    _check_out(args.out, inputs=[Path(f) for f in find_files(args.data)])
     method = api.get_method(args.method)
-    header, rows = read_csv(args.data)
-    if args.target not in header:
-        raise ValueError(f"target column {args.target!r} is not in {args.data}; available "
-                         f"columns: {', '.join(header)}")
-    inputs = [c for c in header if c != args.target]
-    if not inputs:
-        raise ValueError(f"{args.data} has no input columns besides the target "
-                         f"{args.target!r}")
-    X = csv_columns(args.data, header, rows, inputs)
-    y = csv_columns(args.data, header, rows, [args.target])[:, 0]
+    source = open_source(args.data, target=args.target)
+    if not method.streams:
+        print(f"gpscale: method {method.name!r} holds all rows in memory: "
+              f"{source.memory_bytes() / 2**20:.0f} MiB of float64 for "
+              f"{source.num_rows()} rows x {source.num_features} inputs", file=sys.stderr)
     options = {k: v for k, v in (("max_iter", args.max_iter), ("restarts", args.restarts),
                                  ("seed", args.seed)) if v is not None}
     if method.options is None or "progress" in method.options:
         options["progress"] = True
-    predictor = api.fit(X, y, method=args.method, kernel=args.kernel,
-                        standardize=not args.no_standardize, **options)
-    predictor.feature_names, predictor.target_name = inputs, args.target
+    predictor = api.fit(source, method=args.method, kernel=args.kernel,
+                        standardize=not args.no_standardize, scheduler=args.scheduler,
+                        workers=args.workers, **options)
     predictor.save(args.out)
     print(predictor.summary())
     print(f"model saved to {args.out}")
@@ -138,13 +146,20 @@ def _fit(args: argparse.Namespace) -> int:
 
 
 def _predict(args: argparse.Namespace) -> int:
-    _check_out_dir(args.out)
+    _check_out(args.out, inputs=[*map(Path, find_files(args.data)), Path(args.model)])
     predictor = api.load(args.model)
-    header, rows = read_csv(args.data)
-    X = csv_columns(args.data, header, rows, predictor.match_columns(header, args.data))
-    mean, std = predictor.predict(X, return_std=True)
-    write_predictions(args.out, mean, std)
-    print(f"wrote {len(mean)} predictions (mean,std) to {args.out}")
+    probe = open_source(args.data)
+    names = predictor.match_columns(list(probe.columns), args.data)
+    source = open_source(args.data, features=names, exclude=[
+        c for c in probe.columns if c not in names])
+
+    def rows():
+        for X, _ in source.chunks(rows=PREDICT_ROWS):
+            mean, std = predictor.predict(X, return_std=True)
+            yield {"mean": mean, "std": std}
+
+    n = write_table(args.out, rows(), columns=["mean", "std"])
+    print(f"wrote {n} predictions (mean,std) to {args.out}")
     return 0
 
 
@@ -161,82 +176,19 @@ def _bench(rest: list[str]) -> int:
     return int(status) if status is not None else 0
 
 
-# -- CSV in and out -------------------------------------------------------------------------
-def _check_out_dir(out: str) -> None:
-    parent = Path(out).parent
-    if not parent.is_dir():
-        raise FileNotFoundError(f"output directory {str(parent)!r} does not exist; "
+# -- outputs --------------------------------------------------------------------------------
+def _check_out(out: str, inputs: list[Path]) -> None:
+    """Refuse, before any work, an output whose folder is missing or that is one of the
+    inputs (it would be overwritten)."""
+    path = Path(out)
+    if not path.parent.is_dir():
+        raise FileNotFoundError(f"output directory {str(path.parent)!r} does not exist; "
                                 "create it first")
-
-
-def read_csv(path: str | Path) -> tuple[list[str], list[tuple[int, list[str]]]]:
-    """Header and (line number, cells) rows of a CSV; blank lines are skipped."""
-    p = Path(path)
-    if not p.exists():
-        raise FileNotFoundError(f"data file {str(path)!r} not found")
-    try:
-        with open(p, newline="", encoding="utf-8-sig") as f:
-            reader = csv.reader(f)
-            header = next(reader, None)
-            rows = [(reader.line_num, r) for r in reader if r and any(c.strip() for c in r)]
-    except (UnicodeDecodeError, csv.Error) as err:
-        raise ValueError(f"could not read {str(path)!r} as a CSV file ({err})") from None
-    if not header or not any(h.strip() for h in header):
-        raise ValueError(f"{str(path)!r} is empty; expected a header row of column names")
-    header = [h.strip() for h in header]
-    dupes = sorted({h for h in header if header.count(h) > 1})
-    if dupes or "" in header:
-        raise ValueError(f"{str(path)!r}: column names must be unique and non-empty "
-                         f"(duplicated: {dupes})")
-    if not rows:
-        raise ValueError(f"{str(path)!r} has a header but no data rows")
-    for line, r in rows:
-        if len(r) != len(header):
-            raise ValueError(f"{str(path)!r} line {line}: {len(r)} fields, but the header "
-                             f"has {len(header)}")
-    return header, rows
-
-
-def csv_columns(path: str | Path, header: list[str],
-                rows: list[tuple[int, list[str]]], names: list[str]) -> np.ndarray:
-    """The named columns as a float64 (n, len(names)) array; ValueError naming each
-    non-numeric column or missing value."""
-    idx = [header.index(c) for c in names]
-    out = np.empty((len(rows), len(names)))
-    text: dict[str, tuple[int, str]] = {}
-    missing: dict[str, int] = {}
-    for i, (line, r) in enumerate(rows):
-        for j, k in enumerate(idx):
-            cell = r[k].strip()
-            try:
-                v = float(cell)
-            except ValueError:
-                if cell.lower() in ("", "na", "n/a", "null", "none"):
-                    missing.setdefault(names[j], line)
-                else:
-                    text.setdefault(names[j], (line, cell))
-                continue
-            if not math.isfinite(v):
-                missing.setdefault(names[j], line)
-            out[i, j] = v
-    if text:
-        where = "; ".join(f"{c!r} (e.g. {v!r} on line {n})" for c, (n, v) in text.items())
-        raise ValueError(f"non-numeric column(s) in {str(path)!r}: {where}. Every column "
-                         "other than the target is used as an input: remove these columns "
-                         "or encode them as numbers")
-    if missing:
-        where = "; ".join(f"{c!r} (first on line {n})" for c, n in missing.items())
-        raise ValueError(f"missing or non-finite values in {str(path)!r}: {where}. Drop or "
-                         "impute those rows")
-    return out
-
-
-def write_predictions(path: str | Path, mean: np.ndarray, std: np.ndarray) -> None:
-    """Write ``mean,std`` rows to ``path`` via a temporary file and a rename."""
-    with atomic_path(path) as tmp, open(tmp, "w", newline="") as f:
-        w = csv.writer(f)
-        w.writerow(["mean", "std"])
-        w.writerows((repr(float(m)), repr(float(s))) for m, s in zip(mean, std))
+    if path.exists():
+        for p in inputs:
+            if p.exists() and os.path.samefile(path, p):
+                raise ValueError(f"--out {out!r} is the input file {str(p)!r}; give another "
+                                 "name so the input is not overwritten")
 
 
 if __name__ == "__main__":  # pragma: no cover

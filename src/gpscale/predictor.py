@@ -92,9 +92,11 @@ class Predictor:
                              device=like.device)
         with torch.no_grad():
             mean, var = self.model.predict(Xs, include_noise=include_noise)
-        mean, var = self.scaler.inverse_y(mean.detach().to("cpu", torch.float64).numpy(),
-                                          var.detach().to("cpu", torch.float64).numpy())
-        return (mean, np.sqrt(np.clip(var, 0.0, None))) if return_std else mean
+        mean = self.scaler.inverse_y(mean.detach().to("cpu", torch.float64).numpy())
+        if not return_std:
+            return mean
+        std = np.sqrt(np.clip(var.detach().to("cpu", torch.float64).numpy(), 0.0, None))
+        return mean, self.scaler.inverse_std(std)
 
     def summary(self) -> str:
         """Method, data, fit outcome and the hyperparameter table."""

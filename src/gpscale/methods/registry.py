@@ -31,6 +31,9 @@ class Method:
     fit_fn: FitFn
     description: str
     options: tuple[str, ...] | None  # accepted option names; None = any
+    #: fit_fn also accepts X = :class:`~gpscale.models.feature.PartitionRows` (y None):
+    #: it trains from passes over rows that stay in their files or on a cluster
+    streams: bool = False
 
     def check_options(self, options: dict[str, Any]) -> None:
         """ValueError naming the options this method does not take."""
@@ -46,26 +49,28 @@ METHODS: dict[str, Method] = {}
 
 def register_method(name: str, fit_fn: FitFn, description: str = "",
                     options: list[str] | tuple[str, ...] | None = None,
-                    replace: bool = False) -> Method:
+                    replace: bool = False, streams: bool = False) -> Method:
     """Make ``fit_fn`` available as ``method=name`` in :func:`gpscale.fit`, the estimator
     and the CLI. ``options`` lists the keyword options accepted (default: read off
-    ``fit_fn``'s signature after ``X, y, kernel``; ``**kwargs`` there means any)."""
+    ``fit_fn``'s signature after ``X, y, kernel``; ``**kwargs`` there means any).
+    ``streams``: ``fit_fn`` also trains from ``X = PartitionRows`` (see :class:`Method`)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"method name must be a non-empty string, got {name!r}")
     if name in METHODS and not replace:
         raise ValueError(f"method {name!r} is already registered; pass replace=True")
     options = _keyword_options(fit_fn) if options is None else tuple(options)
-    METHODS[name] = Method(name, fit_fn, description, options)
+    METHODS[name] = Method(name, fit_fn, description, options, streams)
     return METHODS[name]
 
 
 def register(name: str, description: str,
-             options: list[str] | tuple[str, ...] | None = None) -> Callable[[FitFn], FitFn]:
+             options: list[str] | tuple[str, ...] | None = None,
+             streams: bool = False) -> Callable[[FitFn], FitFn]:
     """Decorator form of :func:`register_method`: ``@register("rff", "...")`` on a fit
     function registers it and returns it unchanged."""
 
     def deco(fit_fn: FitFn) -> FitFn:
-        register_method(name, fit_fn, description, options)
+        register_method(name, fit_fn, description, options, streams=streams)
         return fit_fn
 
     return deco

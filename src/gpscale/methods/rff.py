@@ -9,6 +9,7 @@ import torch
 from ..features import RandomFourierFeatures
 from ..kernels import RBF, Kernel, Matern, Scale
 from ..models import FeatureGP
+from ..models.feature import PartitionRows
 from ..train import FitResult, fit_lbfgs
 from ..validation import check_int, check_positive
 from .registry import register
@@ -26,15 +27,22 @@ def spectral_kind(kernel: Kernel, method: str) -> tuple[str, bool]:
                      "'matern12-ard', 'matern32-ard', 'matern52-ard')")
 
 
-@register("rff", "random Fourier features (orthogonal), ML-II by L-BFGS")
-def fit_rff(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, num_features: int = 512,
-            noise: float = 0.1, max_iter: int = 200, seed: int = 0, progress: bool = False,
+@register("rff", "random Fourier features (orthogonal), ML-II by L-BFGS", streams=True)
+def fit_rff(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: Kernel,
+            num_features: int = 512, noise: float = 0.1, max_iter: int = 200, seed: int = 0,
+            progress: bool = False,
             device: torch.device | str | None = None) -> tuple[FeatureGP, FitResult]:
     """Weight-space GP on ``num_features`` orthogonal random Fourier features of the
-    kernel's spectral density, lengthscales, signal variance and noise by L-BFGS."""
+    kernel's spectral density, lengthscales, signal variance and noise by L-BFGS. ``X``
+    may be :class:`PartitionRows` (y None): every L-BFGS evaluation is then a statistics
+    pass and a gradient pass over the partitions, in process or on a dask cluster."""
     kind, ard = spectral_kind(kernel, "rff")
-    feats = RandomFourierFeatures(X.shape[1], check_int("num_features", num_features, 2),
+    streamed = isinstance(X, PartitionRows)
+    d = X.num_features if streamed else X.shape[1]
+    feats = RandomFourierFeatures(d, check_int("num_features", num_features, 2),
                                   kernel=kind, ard=ard, seed=check_int("seed", seed, 0))
-    model = FeatureGP(feats, X, y, noise=check_positive("noise", noise), device=device)
+    noise = check_positive("noise", noise)
+    model = (FeatureGP(feats, rows=X, noise=noise, device=device) if streamed
+             else FeatureGP(feats, X, y, noise=noise, device=device))
     return model, fit_lbfgs(model, max_iter=check_int("max_iter", max_iter, 1),
                             progress=progress, method="rff")

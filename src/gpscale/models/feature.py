@@ -82,6 +82,7 @@ class PartitionRows:
     as tasks on a dask ``client``'s workers (see :mod:`gpscale.distributed`)."""
 
     partitions: tuple[Any, ...]
+    num_features: int  #: d, the number of input columns
     scaler: Any = None
     client: Any = None
     rows: int | None = None  #: rows per chunk (default: from a byte budget)
@@ -170,6 +171,23 @@ class FeatureGP(GPModel):
             with torch.no_grad():
                 self._stats_cache = (key, *self._pass([]))
         return self._stats_cache[1:]
+
+    def freeze(self) -> FeatureGP:
+        """Keep the statistics at the current feature parameters and let go of the
+        rows (and of any cluster they were read on): what a model is after training on
+        rows that are not in memory. The feature parameters are fixed from then on."""
+        if self.rows is None:
+            return self
+        with torch.no_grad():
+            gram, proj, yy = self.statistics()
+        ref = self.noise
+        for name, value in (("stat_gram", gram), ("stat_proj", proj), ("stat_yy", yy)):
+            self.register_buffer(name, value.detach().to(ref.dtype))
+        self.register_buffer("stat_n", torch.tensor(self.n, device=ref.device))
+        for t in self.features.parameters():
+            t.requires_grad_(False)
+        self.rows, self._stats_cache = None, None
+        return self
 
     def _pass(self, params: list[torch.Tensor]):
         if self.rows is None:
