@@ -78,16 +78,19 @@ def frame_to_xy(df):
 
 
 class DelayedPartition:
-    """A partition of a dask collection: ``delayed`` computes it (on a worker)."""
+    """A partition of a dask collection: on a cluster its ``delayed`` must compute it on
+    a worker; ``chunks`` (the in-process path) must run in the client process."""
 
-    def __init__(self, seed, m, frame=False, forbid_pid=None):
-        self.seed, self.num_rows, self.frame = seed, m, frame
+    def __init__(self, seed, m, frame=False):
+        self.seed, self.num_rows, self.client_pid = seed, m, os.getpid()
         make = make_frame if frame else make_rows
-        self.delayed = dask.delayed(make, pure=True)(seed, m, forbid_pid)
+        self.delayed = dask.delayed(make, pure=True)(seed, m, self.client_pid)
         if frame:
             self.to_xy = frame_to_xy
 
     def chunks(self, rows):
+        if os.getpid() != self.client_pid:
+            raise AssertionError("chunks() called on a worker instead of the delayed")
         return ArrayPartition(*make_rows(self.seed, self.num_rows)).chunks(rows)
 
 
@@ -320,14 +323,11 @@ def test_parquet_partitions_are_read_on_the_workers(client, tmp_path):
 
 @pytest.mark.parametrize("frame", [False, True])
 def test_delayed_partitions_are_computed_on_the_workers(client, frame):
-    pid = os.getpid()
-    parts = [DelayedPartition(seed, m, frame, forbid_pid=pid)
-             for seed, m in [(1, 120), (2, 301), (3, 77)]]
-    local = [DelayedPartition(seed, m, frame) for seed, m in [(1, 120), (2, 301), (3, 77)]]
+    parts = [DelayedPartition(seed, m, frame) for seed, m in [(1, 120), (2, 301), (3, 77)]]
     f = rff(p=16)
     scaler = Standardizer.fit(*make_rows(1, 120))
     there = gd.statistics(f, parts, scaler=scaler, client=client, rows=50)
-    here = gd.statistics(f, local, scaler=scaler, rows=50)
+    here = gd.statistics(f, parts, scaler=scaler, rows=50)
     assert there.n == here.n == 498
     for a, b in zip(there[:3], here[:3]):
         assert rel(a, b) <= 1e-12
