@@ -234,12 +234,11 @@ def connect(scheduler: Any = None, workers: int | None = None) -> Iterator[Any]:
             yield client
         return
     if isinstance(scheduler, str):
-        if not _ADDRESS.match(scheduler.strip()) or int(_ADDRESS.match(
-                scheduler.strip()).group(1)) > 65535:
+        match = _ADDRESS.match(scheduler.strip())
+        if not match or int(match.group(1)) > 65535:
             raise ValueError(f"scheduler must be an address like 'tcp://host:8786', got "
                              f"{scheduler!r}")
-        dist = _import_distributed()
-        with dist.Client(scheduler.strip()) as client:
+        with _import_distributed().Client(scheduler.strip()) as client:
             yield client
         return
     dist = _import_distributed()
