@@ -1,0 +1,406 @@
+"""The seam to dask.distributed: the feature-GP statistics pass and its gradient pass
+over row partitions, run in-process or as tasks on the workers that read the data.
+
+A finite-feature GP needs only S = (ΦᵀΦ, Φᵀy, yᵀy, n), a sum over rows. Here the rows
+come in *partitions* (anything with ``chunks(rows)`` yielding raw (X, y) numpy chunks and
+``num_rows``); each partition's share is a pure function of (feature map, partition,
+scaler), so it runs unchanged in this process or on a dask worker, and only p x p
+results travel: workers add them up pairwise-in-groups (a fixed tree, in partition
+order) and the client receives one S. The in-process loop sums along the same tree
+(streamed, O(FAN_IN · log k) results held), so both paths give the same numbers.
+
+The gradient of any scalar of (ΦᵀΦ, Φᵀy) in the feature map's parameters θ is a second
+pass with the upstream gradients G = ∂/∂(ΦᵀΦ), g = ∂/∂(Φᵀy):
+∂/∂Φ ⟨G, ΦᵀΦ⟩ + ⟨g, Φᵀy⟩ = Φ(G + Gᵀ) + y gᵀ, contracted through each chunk's recomputed
+Φ(θ) by autograd. :class:`StreamedStatistics` wires the two passes into torch autograd.
+
+dask.distributed is optional (``pip install 'gpscale[distributed]'``) and imported only
+when a cluster is asked for (:func:`connect`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import re
+import sys
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, NamedTuple, Protocol
+
+import numpy as np
+import torch
+
+from .validation import as_matrix, as_vector
+
+#: bytes for one chunk of Φ and its temporaries (sets the default ``rows``)
+CHUNK_BYTES = 64 * 2**20
+#: partition results added per task (and per node of the in-process tree)
+FAN_IN = 8
+_INSTALL = "pip install 'gpscale[distributed]'"
+_ADDRESS = re.compile(r"^(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[\w.-]+):(\d{1,5})$")
+
+
+class Partition(Protocol):
+    """Rows of a data source, as ``gpscale.io`` produces them (picklable).
+
+    Optionally ``delayed``: a dask ``Delayed`` computing the rows where they live, as an
+    (X, y) pair, or as anything a ``to_xy(value) -> (X, y)`` attribute converts (give it
+    as a plain or static function: it travels to the worker with the task)."""
+
+    num_rows: int
+
+    def chunks(self, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]: ...
+
+
+class Statistics(NamedTuple):
+    """Sufficient statistics of a finite-feature GP: ΦᵀΦ (p, p), Φᵀy (p,), yᵀy, n."""
+
+    gram: torch.Tensor
+    proj: torch.Tensor
+    yy: torch.Tensor
+    n: int
+
+
+# -- pure task functions (run on a worker or here) ------------------------------------
+
+def partition_statistics(
+    features: torch.nn.Module, partition: Partition, scaler: Any = None,
+    rows: int | None = None, dtype: torch.dtype | None = None,
+) -> Statistics:
+    """(ΦᵀΦ, Φᵀy, yᵀy, n) of one partition, read and summed chunk by chunk in order.
+
+    ``scaler`` (``transform_x``/``transform_y``, e.g. a ``Standardizer``) is applied to
+    each raw chunk; ``dtype`` defaults to the feature map's."""
+    _worker_threads()
+    dtype = dtype or _dtype_of(features)
+    p = features.num_features
+    gram = torch.zeros(p, p, dtype=dtype)
+    proj = torch.zeros(p, dtype=dtype)
+    yy = torch.zeros((), dtype=dtype)
+    n = 0
+    with torch.no_grad():
+        for X, y in _chunks(partition, scaler, _rows(features, rows), dtype):
+            phi = features(X)
+            gram += phi.mT @ phi
+            proj += phi.mT @ y
+            yy += y @ y
+            n += X.shape[0]
+    return Statistics(gram, proj, yy, n)
+
+
+def partition_gradients(
+    features: torch.nn.Module, partition: Partition, scaler: Any, rows: int | None,
+    g_gram: torch.Tensor, g_proj: torch.Tensor, dtype: torch.dtype | None = None,
+) -> list[torch.Tensor]:
+    """∂/∂θ [⟨G, ΦᵀΦ⟩ + ⟨g, Φᵀy⟩] over one partition, for each trainable parameter θ of
+    ``features`` (``requires_grad``, in ``features.parameters()`` order); zeros for a
+    parameter Φ does not use. Each chunk's Φ is recomputed, ∂/∂Φ = Φ(G + Gᵀ) + y gᵀ."""
+    _worker_threads()
+    dtype = dtype or _dtype_of(features)
+    params = _trainable(features)
+    acc = [torch.zeros_like(t, requires_grad=False) for t in params]
+    if not params:
+        return acc
+    sym = (g_gram + g_gram.mT).detach().to(dtype)
+    g_proj = g_proj.detach().to(dtype)
+    for X, y in _chunks(partition, scaler, _rows(features, rows), dtype):
+        with torch.enable_grad():
+            phi = features(X)
+        g_phi = phi.detach() @ sym + torch.outer(y, g_proj)
+        parts = torch.autograd.grad(phi, params, g_phi, allow_unused=True)
+        for a, part in zip(acc, parts):
+            if part is not None:
+                a += part
+    return acc
+
+
+# -- reducers -------------------------------------------------------------------------
+
+def statistics(
+    features: torch.nn.Module, partitions: Sequence[Partition], *, scaler: Any = None,
+    client: Any = None, rows: int | None = None, dtype: torch.dtype | None = None,
+) -> Statistics:
+    """Σ over ``partitions`` of :func:`partition_statistics`: a loop here when ``client``
+    is None, else one task per partition on the cluster and a tree sum on the workers
+    (the same tree, in partition order, as the loop). Not differentiable: see
+    :func:`streamed_statistics`."""
+    partitions = _check_partitions(partitions)
+    if client is None:
+        return _stream_sum(partition_statistics(features, part, scaler, rows, dtype)
+                           for part in partitions)
+    return _cluster_sum(client, partition_statistics, partitions, features, scaler, rows,
+                        dtype=dtype)
+
+
+def statistics_gradients(
+    features: torch.nn.Module, partitions: Sequence[Partition], g_gram: torch.Tensor,
+    g_proj: torch.Tensor, *, scaler: Any = None, client: Any = None, rows: int | None = None,
+    dtype: torch.dtype | None = None,
+) -> list[torch.Tensor]:
+    """Σ over ``partitions`` of :func:`partition_gradients` (same loop / tree as
+    :func:`statistics`): the gradient of ⟨g_gram, ΦᵀΦ⟩ + ⟨g_proj, Φᵀy⟩ in each trainable
+    parameter of ``features``."""
+    partitions = _check_partitions(partitions)
+    if not _trainable(features):
+        return []
+    g_gram, g_proj = g_gram.detach(), g_proj.detach()
+    if client is None:
+        return _stream_sum(partition_gradients(features, part, scaler, rows, g_gram, g_proj,
+                                               dtype) for part in partitions)
+    return _cluster_sum(client, partition_gradients, partitions, features, scaler, rows,
+                        g_gram, g_proj, dtype=dtype)
+
+
+class StreamedStatistics(torch.autograd.Function):
+    """(ΦᵀΦ, Φᵀy, yᵀy, n) over partitions, differentiable in the feature parameters.
+
+    ``apply(features, partitions, scaler, client, rows, dtype, *params)`` with ``params``
+    the trainable parameters of ``features`` in ``parameters()`` order (as
+    :func:`streamed_statistics` passes them). Backward runs :func:`statistics_gradients`
+    on the same partitions (and the same cluster)."""
+
+    @staticmethod
+    def forward(ctx, features, partitions, scaler, client, rows, dtype, *params):  # noqa: D102
+        s = statistics(features, partitions, scaler=scaler, client=client, rows=rows,
+                       dtype=dtype)
+        ctx.args = (features, partitions, scaler, client, rows, dtype)
+        ctx.save_for_backward(*params)
+        n = torch.tensor(s.n)
+        ctx.mark_non_differentiable(s.yy, n)
+        return s.gram, s.proj, s.yy, n
+
+    @staticmethod
+    def backward(ctx, g_gram, g_proj, _g_yy, _g_n):  # noqa: D102
+        ctx.saved_tensors  # noqa: B018 - raises if a parameter was changed in place since
+        features, partitions, scaler, client, rows, dtype = ctx.args
+        needs = ctx.needs_input_grad[6:]
+        if not any(needs):
+            return (None,) * (6 + len(needs))
+        grads = statistics_gradients(features, partitions, g_gram, g_proj, scaler=scaler,
+                                     client=client, rows=rows, dtype=dtype)
+        return (None,) * 6 + tuple(g if need else None for g, need in zip(grads, needs))
+
+
+def streamed_statistics(
+    features: torch.nn.Module, partitions: Sequence[Partition], scaler: Any = None,
+    client: Any = None, rows: int | None = None, dtype: torch.dtype | None = None,
+) -> Statistics:
+    """:func:`statistics` with gradients: ΦᵀΦ and Φᵀy carry autograd history to the
+    trainable parameters of ``features`` (yᵀy and n do not depend on them)."""
+    partitions = _check_partitions(partitions)
+    params = _trainable(features)
+    gram, proj, yy, n = StreamedStatistics.apply(features, partitions, scaler, client, rows,
+                                                 dtype, *params)
+    return Statistics(gram, proj, yy, int(n))
+
+
+def fold_map(client: Any, fn: Callable[..., Any], items: Iterable[Any], **shared: Any) -> list:
+    """``[fn(item, **shared) for item in items]``, in order: a loop when ``client`` is
+    None, else one task per item (e.g. K-fold ADMM folds, CholQR candidate batches).
+
+    ``fn`` must be a pure, module-level function (it is pickled by reference, and the
+    items and results must pickle too); each ``shared`` value is sent to the cluster
+    once, not once per item. Torch uses the worker's thread count inside ``fn``."""
+    items = list(items)
+    if client is None:
+        return [fn(item, **shared) for item in items]
+    shipped = {k: client.scatter([v], hash=False)[0] for k, v in shared.items()}
+    futures = [client.submit(_call, fn, item, pure=False, **shipped) for item in items]
+    return client.gather(futures)
+
+
+# -- connecting -----------------------------------------------------------------------
+
+@contextlib.contextmanager
+def connect(scheduler: Any = None, workers: int | None = None) -> Iterator[Any]:
+    """A ``distributed.Client`` for the duration of a ``with`` block, or None.
+
+    ``scheduler``: an address ``"tcp://host:port"`` (closed on exit) or an existing
+    ``Client`` (left open); ``workers=N``: a new ``LocalCluster`` of N single-threaded
+    worker processes, shut down on exit; neither: None, i.e. compute in-process."""
+    if scheduler is not None and workers is not None:
+        raise ValueError("give either scheduler= (a running cluster) or workers= (a local "
+                         f"one), not both; got scheduler={scheduler!r}, workers={workers!r}")
+    if scheduler is None and workers is None:
+        yield None
+        return
+    if workers is not None:
+        if isinstance(workers, bool) or not isinstance(workers, (int, np.integer)) \
+                or workers < 1:
+            raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
+        dist = _import_distributed()
+        with dist.LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True,
+                               dashboard_address=None) as cluster, dist.Client(cluster) as client:
+            yield client
+        return
+    if isinstance(scheduler, str):
+        match = _ADDRESS.match(scheduler.strip())
+        if not match or int(match.group(1)) > 65535:
+            raise ValueError(f"scheduler must be an address like 'tcp://host:8786', got "
+                             f"{scheduler!r}")
+        with _import_distributed().Client(scheduler.strip()) as client:
+            yield client
+        return
+    dist = _import_distributed()
+    if not isinstance(scheduler, dist.Client):
+        raise ValueError("scheduler must be an address like 'tcp://host:8786' or a "
+                         f"distributed.Client, got {type(scheduler).__name__}")
+    yield scheduler
+
+
+# -- helpers --------------------------------------------------------------------------
+
+def _import_distributed():
+    try:
+        import distributed
+    except ImportError as err:
+        raise ImportError(f"running on a dask cluster needs dask.distributed: {_INSTALL}") \
+            from err
+    return distributed
+
+
+def _worker_threads() -> None:
+    """On a dask worker, let torch use the worker's threads (once per process; a
+    no-op here, so the client's torch settings are never touched)."""
+    dist = sys.modules.get("distributed")
+    if dist is None:
+        return
+    try:
+        worker = dist.get_worker()
+    except ValueError:
+        return
+    state = getattr(worker, "state", worker)
+    threads = max(1, int(state.nthreads))
+    if torch.get_num_threads() != threads:
+        torch.set_num_threads(threads)
+
+
+def _call(fn: Callable[..., Any], item: Any, **shared: Any) -> Any:
+    _worker_threads()
+    return fn(item, **shared)
+
+
+def _trainable(features: torch.nn.Module) -> list[torch.Tensor]:
+    return [t for t in features.parameters() if t.requires_grad]
+
+
+def _dtype_of(features: torch.nn.Module) -> torch.dtype:
+    for t in itertools.chain(features.parameters(), features.buffers()):
+        if t.is_floating_point():
+            return t.dtype
+    return torch.float64
+
+
+def _rows(features: torch.nn.Module, rows: int | None) -> int:
+    if rows is None:
+        return max(1, CHUNK_BYTES // (8 * 4 * features.num_features))
+    if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:
+        raise ValueError(f"rows (chunk size) must be an integer >= 1, got {rows!r}")
+    return int(rows)
+
+
+def _check_partitions(partitions: Iterable[Partition]) -> list[Partition]:
+    if isinstance(partitions, (str, bytes)) or not isinstance(partitions, Iterable):
+        raise ValueError("partitions must be a sequence of partitions (objects with "
+                         f"chunks(rows)), got {type(partitions).__name__}")
+    partitions = list(partitions)
+    if not partitions:
+        raise ValueError("partitions is empty; give at least one partition of rows")
+    for i, part in enumerate(partitions):
+        if not callable(getattr(part, "chunks", None)):
+            raise ValueError(f"partitions[{i}] ({type(part).__name__}) has no chunks(rows) "
+                             "method; use a gpscale.io source's partitions")
+    return partitions
+
+
+def _chunks(partition: Partition, scaler: Any, rows: int, dtype: torch.dtype):
+    """The partition's chunks, scaled and checked, as torch (X, y)."""
+    for X, y in partition.chunks(rows):
+        if scaler is not None:
+            X, y = scaler.transform_x(X), scaler.transform_y(y)
+        if len(X) == 0 and len(y) == 0:
+            continue
+        X, y = as_matrix(X, "X", dtype), as_vector(y, "y", dtype)
+        if X.shape[0] != y.shape[0]:
+            raise ValueError(f"a chunk of {type(partition).__name__} has {X.shape[0]} rows "
+                             f"of X but {y.shape[0]} targets")
+        yield X, y
+
+
+class _Rows:
+    """The computed value of a partition's ``delayed``, as a partition (on the worker)."""
+
+    def __init__(self, value: Any, to_xy: Callable[[Any], tuple] | None) -> None:
+        xy = to_xy(value) if to_xy is not None else value
+        if not (isinstance(xy, (tuple, list)) and len(xy) == 2):
+            raise ValueError("a partition's delayed must compute an (X, y) pair, or the "
+                             "partition must have to_xy(value) -> (X, y); got "
+                             f"{type(xy).__name__}")
+        self.X, self.y = np.asarray(xy[0]), np.asarray(xy[1])
+        self.num_rows = len(self.X)
+
+    def chunks(self, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]:
+        for s in range(0, self.num_rows, rows):
+            yield self.X[s : s + rows], self.y[s : s + rows]
+
+
+def _on_rows(fn: Callable[..., Any], features, value, to_xy, *args: Any, dtype=None) -> Any:
+    return fn(features, _Rows(value, to_xy), *args, dtype=dtype)
+
+
+def _add(a: Sequence[Any], b: Sequence[Any]) -> Any:
+    total = [x + y for x, y in zip(a, b)]
+    return Statistics(*total) if isinstance(a, Statistics) else total
+
+
+def _sum(items: Sequence[Any]) -> Any:
+    """Left-to-right sum of partition results (Statistics or lists of tensors)."""
+    total = items[0]
+    for item in items[1:]:
+        total = _add(total, item)
+    return total
+
+
+def _stream_sum(results: Iterable[Any]) -> Any:
+    """The sum :func:`_cluster_sum` forms (groups of FAN_IN consecutive results, level by
+    level, the last group of a level possibly short), holding < FAN_IN per level."""
+    levels: list[list[Any]] = []
+    for item in results:
+        i = 0
+        while True:
+            if i == len(levels):
+                levels.append([])
+            levels[i].append(item)
+            if len(levels[i]) < FAN_IN:
+                break
+            item, levels[i] = _sum(levels[i]), []
+            i += 1
+    carry = None
+    for i, level in enumerate(levels):
+        group = level + ([carry] if carry is not None else [])
+        carry = _sum(group) if group else None
+        if i == len(levels) - 1:
+            return carry
+    raise AssertionError("unreachable: no partitions")  # pragma: no cover
+
+
+def _cluster_sum(client, fn, partitions, features, scaler, rows, *args, dtype=None):
+    """One task per partition, then sums of FAN_IN consecutive results on the workers
+    until one remains; only that one comes back to the client."""
+    # the feature map (and G, g) go to every worker once per call, not once per task
+    features, *args = client.scatter([features, *args], broadcast=True, hash=False)
+    level = []
+    for part in partitions:
+        delayed = getattr(part, "delayed", None)
+        if delayed is None:
+            level.append(client.submit(fn, features, part, scaler, rows, *args, dtype=dtype,
+                                       pure=False))
+        else:  # computed where the collection lives; the statistics task follows it there
+            value = client.compute(delayed)
+            level.append(client.submit(_on_rows, fn, features, value,
+                                       getattr(part, "to_xy", None), scaler, rows, *args,
+                                       dtype=dtype, pure=False))
+    while len(level) > 1:
+        level = [group[0] if len(group) == 1 else client.submit(_sum, group, pure=False)
+                 for group in (level[s : s + FAN_IN] for s in range(0, len(level), FAN_IN))]
+    return level[0].result()

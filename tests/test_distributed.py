@@ -1,0 +1,496 @@
+"""gpscale.distributed: the statistics pass and its gradient pass over row partitions,
+in-process and on a real LocalCluster (2 worker processes), against dense references."""
+
+from __future__ import annotations
+
+import math
+import os
+import pickle
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+distributed = pytest.importorskip("distributed")
+dask = pytest.importorskip("dask")
+pa = pytest.importorskip("pyarrow")
+pq = pytest.importorskip("pyarrow.parquet")
+
+import gpscale  # noqa: E402
+from gpscale import distributed as gd  # noqa: E402
+from gpscale.features import NeuralFeatures, RandomFourierFeatures, ScaledFeatures  # noqa: E402
+from gpscale.preprocessing import Standardizer  # noqa: E402
+from gpscale.threads import thread_limit  # noqa: E402
+
+SRC = Path(gpscale.__file__).resolve().parents[1]
+HERE = Path(__file__).resolve().parent
+D = 4
+LOG_2PI = math.log(2 * math.pi)
+
+
+# -- partitions satisfying gpscale.io's protocol (importable on the workers) ----------
+
+class ArrayPartition:
+    def __init__(self, X, y):
+        self.X, self.y = np.asarray(X), np.asarray(y)
+        self.num_rows = len(self.X)
+
+    def chunks(self, rows):
+        for s in range(0, self.num_rows, rows):
+            yield self.X[s : s + rows], self.y[s : s + rows]
+
+
+class ParquetPartition:
+    """One Parquet file; only the path travels. ``forbid_pid``: fail if read there."""
+
+    def __init__(self, path, forbid_pid=None):
+        self.path, self.forbid_pid = str(path), forbid_pid
+        self.num_rows = pq.ParquetFile(self.path).metadata.num_rows
+
+    def chunks(self, rows):
+        if self.forbid_pid == os.getpid():
+            raise AssertionError(f"{self.path} read in the client process")
+        for batch in pq.ParquetFile(self.path).iter_batches(batch_size=rows):
+            cols = [batch.column(i).to_numpy() for i in range(batch.num_columns)]
+            yield np.column_stack(cols[:-1]), cols[-1]
+
+
+def make_rows(seed, m, forbid_pid=None):
+    if forbid_pid == os.getpid():
+        raise AssertionError("delayed rows computed in the client process")
+    return make_data(m, seed)
+
+
+def make_frame(seed, m, forbid_pid=None):
+    import pandas as pd
+
+    X, y = make_rows(seed, m, forbid_pid)
+    return pd.DataFrame({**{f"x{j}": X[:, j] for j in range(D)}, "target": y})
+
+
+def frame_to_xy(df):
+    return df.drop(columns="target").to_numpy(), df["target"].to_numpy()
+
+
+class DelayedPartition:
+    """A partition of a dask collection: on a cluster its ``delayed`` must compute it on
+    a worker; ``chunks`` (the in-process path) must run in the client process."""
+
+    def __init__(self, seed, m, frame=False):
+        self.seed, self.num_rows, self.client_pid = seed, m, os.getpid()
+        make = make_frame if frame else make_rows
+        self.delayed = dask.delayed(make, pure=True)(seed, m, self.client_pid)
+        if frame:
+            self.to_xy = frame_to_xy
+
+    def chunks(self, rows):
+        if os.getpid() != self.client_pid:
+            raise AssertionError("chunks() called on a worker instead of the delayed")
+        return ArrayPartition(*make_rows(self.seed, self.num_rows)).chunks(rows)
+
+
+def _gpscale_file():
+    return gpscale.__file__
+
+
+def _scaled(item, scale):
+    return item * scale
+
+
+def _set_threads(n):
+    torch.set_num_threads(n)
+    return torch.get_num_threads()
+
+
+def _torch_threads(item):
+    return torch.get_num_threads()
+
+
+def _fail(item):
+    raise KeyError(f"fold {item} failed")
+
+
+# -- data and dense references ---------------------------------------------------------
+
+def make_data(n, seed=0):
+    """Raw, unscaled columns (so the Standardizer matters) and a noisy target."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, D)) * [1.0, 5.0, 0.1, 20.0] + [0.0, 10.0, -3.0, 100.0]
+    y = 300 + 50 * np.sin(X[:, 0]) + X[:, 1] + 5 * rng.normal(size=n)
+    return X, y
+
+
+def split(X, y, cuts):
+    edges = [0, *cuts, len(X)]
+    return [ArrayPartition(X[a:b], y[a:b]) for a, b in zip(edges, edges[1:])]
+
+
+def rff(p=64, seed=1):
+    return RandomFourierFeatures(D, p, lengthscale=[0.7, 1.3, 1.0, 2.0], seed=seed)
+
+
+def dense(features, X, y, scaler):
+    Xs = torch.as_tensor(scaler.transform_x(X))
+    return features(Xs), torch.as_tensor(scaler.transform_y(y))
+
+
+def nlml_from(s, noise=0.1, weight=1.3):
+    """FeatureGP's NLML (scalar W = w I) from (ΦᵀΦ, Φᵀy, yᵀy, n)."""
+    p = s.gram.shape[0]
+    L = torch.linalg.cholesky(s.gram + (noise / weight) * torch.eye(p, dtype=s.gram.dtype))
+    beta = torch.linalg.solve_triangular(L, s.proj[:, None], upper=False)[:, 0]
+    logdet = (s.n - p) * math.log(noise) + p * math.log(weight) \
+        + 2 * torch.log(torch.diagonal(L)).sum()
+    return 0.5 * ((s.yy - beta @ beta) / noise + logdet + s.n * LOG_2PI)
+
+
+def nlml_dense(phi, y, noise=0.1, weight=1.3):
+    n = phi.shape[0]
+    L = torch.linalg.cholesky(weight * phi @ phi.mT + noise * torch.eye(n, dtype=phi.dtype))
+    a = torch.linalg.solve_triangular(L, y[:, None], upper=False)[:, 0]
+    return 0.5 * (a @ a + 2 * torch.log(torch.diagonal(L)).sum() + n * LOG_2PI)
+
+
+def rel(a, b):
+    a, b = torch.as_tensor(a, dtype=torch.float64), torch.as_tensor(b, dtype=torch.float64)
+    return float((a - b).norm() / b.norm())
+
+
+# -- the cluster -------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def client():
+    # the workers import this worktree's gpscale and this test module (for the partition
+    # classes); OMP_NUM_THREADS=2 makes torch start with 2 threads there, so the thread
+    # test sees gpscale bring it to the worker's 1
+    env = {"PYTHONPATH": os.pathsep.join([str(SRC), str(HERE)]), "OMP_NUM_THREADS": "2"}
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, env=env) as cluster, \
+            distributed.Client(cluster) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def data():
+    X, y = make_data(3000)
+    return X, y, Standardizer.fit(X, y), split(X, y, [412, 1500, 1537, 2301])
+
+
+def test_workers_import_this_gpscale(client):
+    files = set(client.run(_gpscale_file).values())
+    assert files == {gpscale.__file__}
+    assert len(client.scheduler_info()["workers"]) == 2
+
+
+def test_distributed_statistics_equal_in_process_and_dense(client, data):
+    X, y, scaler, parts = data
+    f = rff()
+    here = gd.statistics(f, parts, scaler=scaler, rows=200)
+    there = gd.statistics(f, parts, scaler=scaler, rows=200, client=client)
+    assert here.n == there.n == 3000
+    for a, b in zip(there[:3], here[:3]):
+        assert rel(a, b) <= 1e-12
+    phi, ys = dense(f, X, y, scaler)
+    with torch.no_grad():
+        assert rel(here.gram, phi.mT @ phi) <= 1e-12
+        assert rel(here.proj, phi.mT @ ys) <= 1e-12
+    assert rel(here.yy, ys @ ys) <= 1e-12
+    assert not here.gram.requires_grad
+
+
+def test_same_tree_sum_bitwise_with_more_partitions_than_fan_in(client):
+    X, y = make_data(1100, seed=3)
+    scaler = Standardizer.fit(X, y)
+    cuts = sorted({int(c) for c in np.random.default_rng(3).integers(1, 1100, size=12)})
+    parts = split(X, y, cuts)
+    assert len(parts) > gd.FAN_IN and len(parts) % gd.FAN_IN  # two levels, a short group
+    f = rff(p=32)
+    with thread_limit(1):  # the workers' thread count, so each BLAS call matches too
+        here = gd.statistics(f, parts, scaler=scaler, rows=64)
+    there = gd.statistics(f, parts, scaler=scaler, rows=64, client=client)
+    for a, b in zip(there[:3], here[:3]):
+        assert torch.equal(a, b)
+
+
+def test_nlml_from_distributed_statistics(client, data):
+    X, y, scaler, parts = data
+    f = rff()
+    here = nlml_from(gd.statistics(f, parts, scaler=scaler, rows=500))
+    there = nlml_from(gd.statistics(f, parts, scaler=scaler, rows=333, client=client))
+    assert rel(there, here) <= 1e-10
+    with torch.no_grad():
+        assert rel(here, nlml_dense(*dense(f, X, y, scaler))) <= 1e-9
+
+
+def _small():
+    X, y = make_data(300, seed=5)
+    return X, y, Standardizer.fit(X, y), split(X, y, [50, 51, 180])
+
+
+def test_gradients_distributed_in_process_and_dense(client):
+    X, y, scaler, parts = _small()
+    f = rff(p=16)
+    gen = torch.Generator().manual_seed(0)
+    G = torch.randn(16, 16, generator=gen, dtype=torch.float64)
+    g = torch.randn(16, generator=gen, dtype=torch.float64)
+    phi, ys = dense(f, X, y, scaler)
+    ((G * (phi.mT @ phi)).sum() + g @ (phi.mT @ ys)).backward()
+    want = f.raw_lengthscale.grad.clone()
+    here = gd.statistics_gradients(f, parts, G, g, scaler=scaler, rows=37)
+    there = gd.statistics_gradients(f, parts, G, g, scaler=scaler, rows=37, client=client)
+    assert len(here) == len(there) == 1
+    assert rel(here[0], want) <= 1e-12
+    assert rel(there[0], here[0]) <= 1e-12
+
+
+@pytest.mark.parametrize("on_cluster", [False, True])
+def test_streamed_nlml_gradient_matches_dense_autograd(client, on_cluster):
+    X, y, scaler, parts = _small()
+    f = ScaledFeatures(rff(p=16), outputscale=0.8)
+    nlml_dense(*dense(f, X, y, scaler)).backward()
+    want = [t.grad.clone() for t in gd._trainable(f)]
+    f.zero_grad()
+    s = gd.streamed_statistics(f, parts, scaler, client if on_cluster else None, rows=64)
+    assert s.n == 300 and not s.yy.requires_grad
+    nlml_from(s).backward()
+    got = [t.grad for t in gd._trainable(f)]
+    assert len(got) == 2
+    for a, b in zip(got, want):
+        assert rel(a, b) <= 1e-9
+
+
+def test_gradcheck_in_process():
+    X, y = make_data(40, seed=7)
+    scaler = Standardizer.fit(X, y)
+    parts = split(X, y, [9, 30])
+    f = ScaledFeatures(RandomFourierFeatures(D, 6, lengthscale=[0.7, 1.3, 1.0, 2.0]))
+    params = tuple(gd._trainable(f))  # perturbed in place by gradcheck: the map sees them
+
+    def fn(*_):
+        s = gd.streamed_statistics(f, parts, scaler, rows=7)
+        return s.gram, s.proj
+
+    assert torch.autograd.gradcheck(fn, params, eps=1e-6, atol=1e-7, rtol=1e-6)
+
+
+def test_neural_gradients_with_a_frozen_parameter(client):
+    X, y, scaler, parts = _small()
+    f = NeuralFeatures(D, "rbf", hidden=(8,), num_rff=12, seed=2)
+    f.body[0].bias.requires_grad_(False)
+    p = f.num_features
+    G = torch.randn(p, p, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    g = torch.ones(p, dtype=torch.float64)
+    phi, ys = dense(f, X, y, scaler)
+    ((G * (phi.mT @ phi)).sum() + g @ (phi.mT @ ys)).backward()
+    want = [t.grad for t in gd._trainable(f)]
+    assert len(want) == 3 and f.body[0].bias.grad is None  # weight, lengthscale, scale
+    here = gd.statistics_gradients(f, parts, G, g, scaler=scaler, rows=40)
+    there = gd.statistics_gradients(f, parts, G, g, scaler=scaler, rows=40, client=client)
+    for a, b, c in zip(here, there, want, strict=True):
+        assert a.shape == c.shape
+        assert rel(a, c) <= 1e-11 and rel(b, a) <= 1e-12
+
+
+def test_parquet_partitions_are_read_on_the_workers(client, tmp_path):
+    X, y = make_data(900, seed=11)
+    scaler = Standardizer.fit(X, y)
+    parts, edges = [], [0, 100, 550, 900]
+    for i, (a, b) in enumerate(zip(edges, edges[1:])):
+        path = tmp_path / f"part-{i}.parquet"
+        cols = {f"x{j}": X[a:b, j] for j in range(D)} | {"target": y[a:b]}
+        pq.write_table(pa.table(cols), path, row_group_size=128)
+        parts.append(ParquetPartition(path, forbid_pid=os.getpid()))
+    assert [pt.num_rows for pt in parts] == [100, 450, 350]
+    assert all(len(pickle.dumps(pt)) < 400 for pt in parts)  # only the path travels
+    with pytest.raises(AssertionError, match="client process"):  # the guard works here
+        gd.statistics(rff(), parts, scaler=scaler, rows=64)
+    f = rff()
+    there = gd.statistics(f, parts, scaler=scaler, rows=64, client=client)
+    here = gd.statistics(f, split(X, y, edges[1:-1]), scaler=scaler, rows=64)
+    for a, b in zip(there[:3], here[:3]):
+        assert rel(a, b) <= 1e-12
+    G, g = torch.eye(64, dtype=torch.float64), torch.ones(64, dtype=torch.float64)
+    grad_there = gd.statistics_gradients(f, parts, G, g, scaler=scaler, rows=64, client=client)
+    grad_here = gd.statistics_gradients(f, split(X, y, edges[1:-1]), G, g, scaler=scaler,
+                                        rows=64)
+    assert rel(grad_there[0], grad_here[0]) <= 1e-12
+
+
+@pytest.mark.parametrize("frame", [False, True])
+def test_delayed_partitions_are_computed_on_the_workers(client, frame):
+    parts = [DelayedPartition(seed, m, frame) for seed, m in [(1, 120), (2, 301), (3, 77)]]
+    f = rff(p=16)
+    scaler = Standardizer.fit(*make_rows(1, 120))
+    there = gd.statistics(f, parts, scaler=scaler, client=client, rows=50)
+    here = gd.statistics(f, parts, scaler=scaler, rows=50)
+    assert there.n == here.n == 498
+    for a, b in zip(there[:3], here[:3]):
+        assert rel(a, b) <= 1e-12
+
+
+def test_worker_threads_and_client_untouched(client, data):
+    # torch's thread count is per OS thread (OpenMP): probe the workers' task threads
+    _, _, scaler, parts = data
+    f = rff(p=8)
+    before = torch.get_num_threads()
+    for addr in client.scheduler_info()["workers"]:
+        on = {"workers": [addr], "pure": False}
+        assert client.submit(_set_threads, 2, **on).result() == 2
+        assert client.submit(gd.partition_statistics, f, parts[0], scaler, **on).result().n \
+            == parts[0].num_rows
+        assert client.submit(torch.get_num_threads, **on).result() == 1  # threads_per_worker
+        assert client.submit(_set_threads, 2, **on).result() == 2
+    assert gd.fold_map(client, _torch_threads, range(6)) == [1] * 6
+    gd.statistics(f, parts, scaler=scaler, client=client)
+    gd.statistics(f, parts, scaler=scaler)
+    assert torch.get_num_threads() == before
+
+
+def test_fold_map_in_order_here_and_there(client):
+    items = [5, 3, 9, 1, 7, 2]
+    weights = torch.arange(4.0)
+    here = gd.fold_map(None, _scaled, items, scale=weights)
+    there = gd.fold_map(client, _scaled, items, scale=weights)
+    assert len(there) == len(items)
+    for a, b, item in zip(here, there, items):
+        assert torch.equal(a, b) and torch.equal(a, item * weights)
+    with pytest.raises(KeyError, match="fold 4 failed"):
+        gd.fold_map(client, _fail, [4])
+    assert gd.fold_map(client, _fail, []) == []
+
+
+# -- in-process properties ---------------------------------------------------------------
+
+class Node:
+    """A sum that remembers its brackets."""
+
+    def __init__(self, s):
+        self.s = s
+
+    def __add__(self, other):
+        return Node(f"({self.s}+{other.s})")
+
+
+def cluster_tree(k):
+    level = [str(i) for i in range(k)]
+    while len(level) > 1:
+        groups = [level[s : s + gd.FAN_IN] for s in range(0, len(level), gd.FAN_IN)]
+        nxt = []
+        for group in groups:
+            total = group[0]
+            for item in group[1:]:
+                total = f"({total}+{item})"
+            nxt.append(total)
+        level = nxt
+    return level[0]
+
+
+@given(st.integers(1, 200))
+@settings(max_examples=60, deadline=None)
+def test_streamed_sum_has_the_cluster_tree(k):
+    assert gd._stream_sum([Node(str(i))] for i in range(k))[0].s == cluster_tree(k)
+
+
+_HX, _HY = make_data(90, seed=13)
+_HSCALER = Standardizer.fit(_HX, _HY)
+_HF = RandomFourierFeatures(D, 8, seed=4)
+with torch.no_grad():
+    _HPHI, _HYS = dense(_HF, _HX, _HY, _HSCALER)
+
+
+@given(st.lists(st.integers(0, 90), max_size=20), st.integers(1, 100))
+@settings(max_examples=40, deadline=None)
+def test_statistics_invariant_to_partition_and_chunk_sizes(cuts, rows):
+    parts = split(_HX, _HY, sorted(cuts))  # empty partitions included
+    s = gd.statistics(_HF, parts, scaler=_HSCALER, rows=rows)
+    assert s.n == 90
+    assert rel(s.gram, _HPHI.mT @ _HPHI) <= 1e-13
+    assert rel(s.proj, _HPHI.mT @ _HYS) <= 1e-13
+    assert rel(s.yy, _HYS @ _HYS) <= 1e-13
+
+
+def test_bad_partitions_and_chunks():
+    f = rff(p=8)
+    X, y = make_data(20)
+    with pytest.raises(ValueError, match="partitions is empty"):
+        gd.statistics(f, [])
+    with pytest.raises(ValueError, match=r"partitions\[1\].*chunks"):
+        gd.statistics(f, [ArrayPartition(X, y), object()])
+    with pytest.raises(ValueError, match="rows"):
+        gd.statistics(f, [ArrayPartition(X, y)], rows=0)
+    bad = X.copy()
+    bad[3, 1] = np.nan
+    with pytest.raises(ValueError, match="NaN|finite"):
+        gd.statistics(f, [ArrayPartition(bad, y)])
+    with pytest.raises(ValueError, match="19 targets"):
+        gd.statistics(f, [ArrayPartition(X, y[:19])], rows=50)
+
+
+# -- connect -----------------------------------------------------------------------------
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"scheduler": "tcp://127.0.0.1:8786", "workers": 2}, "not both"),
+    ({"workers": 0}, "workers"),
+    ({"workers": -1}, "workers"),
+    ({"workers": 2.5}, "workers"),
+    ({"workers": True}, "workers"),
+    ({"workers": "2"}, "workers"),
+    ({"scheduler": "localhost"}, "address"),
+    ({"scheduler": "http://host:8786"}, "address"),
+    ({"scheduler": "tcp://host:99999"}, "address"),
+    ({"scheduler": "tcp://host:87 86"}, "address"),
+    ({"scheduler": 8786}, "address"),
+])
+def test_connect_rejects_bad_arguments(kwargs, match):
+    with pytest.raises(ValueError, match=match), gd.connect(**kwargs):
+        pass  # pragma: no cover
+
+
+def test_connect_without_distributed_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    with pytest.raises(ImportError, match=r"pip install 'gpscale\[distributed\]'"), \
+            gd.connect(workers=1):
+        pass  # pragma: no cover
+    with gd.connect() as nothing:  # in-process needs no dask
+        assert nothing is None
+    f = rff(p=8)
+    assert gd.statistics(f, split(*make_data(30), [10])).n == 30
+
+
+def test_connect_to_a_client_or_an_address_leaves_the_cluster_running(client):
+    with gd.connect(scheduler=client) as same:
+        assert same is client
+    with gd.connect(scheduler=client.scheduler.address) as other:
+        assert other is not client and other.status == "running"
+        assert len(other.scheduler_info()["workers"]) == 2
+    assert other.status == "closed" and client.status == "running"
+    assert client.submit(sum, [1, 2]).result() == 3
+
+
+def _alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+@pytest.mark.filterwarnings("ignore:Port .* is already in use")  # the module cluster's
+def test_connect_workers_starts_and_closes_processes():
+    with gd.connect(workers=2) as c:
+        pids = list(c.run(os.getpid).values())
+        assert len(pids) == 2 and os.getpid() not in pids
+        assert all(_alive(pid) for pid in pids)
+        # a lambda travels by value: these workers cannot import this test module
+        assert set(c.run(lambda: __import__("gpscale").__file__).values()) \
+            == {gpscale.__file__}
+    assert c.status == "closed"
+    deadline = time.monotonic() + 20
+    while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert not any(_alive(pid) for pid in pids)
