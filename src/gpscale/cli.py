@@ -27,6 +27,8 @@ __all__ = ["main", "build_parser"]
 
 #: rows predicted per chunk by ``gpscale predict`` (memory stays bounded)
 PREDICT_ROWS = 65_536
+#: ``gpscale fit`` says how much memory a method that loads every row will hold above this
+NOTICE_BYTES = 64 * 2**20
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,10 +130,11 @@ def _fit(args: argparse.Namespace) -> int:
     _check_out(args.out, inputs=[Path(f) for f in find_files(args.data)])
     method = api.get_method(args.method)
     source = open_source(args.data, target=args.target)
-    if not method.streams:
+    if not method.streams and (size := source.memory_bytes()) >= NOTICE_BYTES:
         print(f"gpscale: method {method.name!r} holds all rows in memory: "
-              f"{source.memory_bytes() / 2**20:.0f} MiB of float64 for "
-              f"{source.num_rows()} rows x {source.num_features} inputs", file=sys.stderr)
+              f"{size / 2**20:.0f} MiB of float64 for {source.num_rows()} rows x "
+              f"{source.num_features} inputs (the streaming methods: "
+              f"{', '.join(n for n, m in api.METHODS.items() if m.streams)})", file=sys.stderr)
     options = {k: v for k, v in (("max_iter", args.max_iter), ("restarts", args.restarts),
                                  ("seed", args.seed)) if v is not None}
     if method.options is None or "progress" in method.options:
@@ -148,10 +151,10 @@ def _fit(args: argparse.Namespace) -> int:
 def _predict(args: argparse.Namespace) -> int:
     _check_out(args.out, inputs=[*map(Path, find_files(args.data)), Path(args.model)])
     predictor = api.load(args.model)
-    probe = open_source(args.data)
-    names = predictor.match_columns(list(probe.columns), args.data)
-    source = open_source(args.data, features=names, exclude=[
-        c for c in probe.columns if c not in names])
+    columns = open_source(args.data).feature_names  # every column, read from the header
+    names = predictor.match_columns(columns, args.data)
+    source = open_source(args.data, features=names,
+                         exclude=[c for c in columns if c not in names])
 
     def rows():
         for X, _ in source.chunks(rows=PREDICT_ROWS):

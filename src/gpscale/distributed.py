@@ -30,12 +30,15 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import torch
 
+from .preprocessing import Moments, Standardizer, chunk_moments
 from .validation import as_matrix, as_vector
 
 #: bytes for one chunk of Φ and its temporaries (sets the default ``rows``)
 CHUNK_BYTES = 64 * 2**20
 #: partition results added per task (and per node of the in-process tree)
 FAN_IN = 8
+#: rows per chunk of the standardisation pass (it holds one (rows, d) block at a time)
+MOMENT_ROWS = 65_536
 _INSTALL = "pip install 'gpscale[distributed]'"
 _ADDRESS = re.compile(r"^(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[\w.-]+):(\d{1,5})$")
 
@@ -194,6 +197,38 @@ def streamed_statistics(
     return Statistics(gram, proj, yy, int(n))
 
 
+def partition_moments(partition: Partition, rows: int = MOMENT_ROWS) -> tuple[Any, Any]:
+    """:class:`~gpscale.preprocessing.Moments` of X's columns and of y over one partition."""
+    return chunk_moments(partition.chunks(rows))
+
+
+def _value_moments(value: Any, to_xy: Any, rows: int) -> tuple[Any, Any]:
+    return partition_moments(_as_partition(value, to_xy), rows)
+
+
+def source_scaler(partitions: Sequence[Partition], client: Any = None,
+                  rows: int = MOMENT_ROWS) -> Standardizer:
+    """The :class:`~gpscale.preprocessing.Standardizer` of all the partitions' rows from
+    one pass: per-partition moments (on the workers when ``client`` is given), merged
+    here in partition order."""
+    partitions = _check_partitions(partitions)
+    if client is None:
+        parts = [partition_moments(p, rows) for p in partitions]
+    else:
+        futures = []
+        for part in partitions:
+            delayed = getattr(part, "delayed", None)
+            if delayed is None:
+                futures.append(client.submit(partition_moments, part, rows, pure=False))
+            else:
+                futures.append(client.submit(_value_moments, client.compute(delayed),
+                                             getattr(part, "to_xy", None), rows, pure=False))
+        parts = client.gather(futures)
+    mx = Moments.combine(p[0] for p in parts)
+    my = None if parts[0][1] is None else Moments.combine(p[1] for p in parts)
+    return Standardizer.from_moments(mx, my)
+
+
 def fold_map(client: Any, fn: Callable[..., Any], items: Iterable[Any], **shared: Any) -> list:
     """``[fn(item, **shared) for item in items]``, in order: a loop when ``client`` is
     None, else one task per item (e.g. K-fold ADMM folds, CholQR candidate batches).
@@ -344,8 +379,13 @@ class _Rows:
             yield self.X[s : s + rows], self.y[s : s + rows]
 
 
+def _as_partition(value: Any, to_xy: Callable[[Any], tuple] | None) -> Any:
+    """A computed ``delayed``: already a partition (``gpscale.io`` makes them so), or rows."""
+    return value if hasattr(value, "chunks") else _Rows(value, to_xy)
+
+
 def _on_rows(fn: Callable[..., Any], features, value, to_xy, *args: Any, dtype=None) -> Any:
-    return fn(features, _Rows(value, to_xy), *args, dtype=dtype)
+    return fn(features, _as_partition(value, to_xy), *args, dtype=dtype)
 
 
 def _add(a: Sequence[Any], b: Sequence[Any]) -> Any:

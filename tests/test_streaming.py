@@ -1,0 +1,146 @@
+"""Training from rows that are not in memory: CSV / Parquet files through gpscale.fit and
+the command line, in this process and on a real dask LocalCluster (2 worker processes),
+each against the in-memory path at the same hyperparameters."""
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import torch
+
+import gpscale
+from gpscale.models import FeatureGP
+
+distributed = pytest.importorskip("distributed")
+SRC = Path(gpscale.__file__).resolve().parents[1]
+RFF = {"num_features": 32, "max_iter": 4, "seed": 3}
+
+
+def make_data(n, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, (n, 3)) * [1.0, 50.0, 0.01] + [0.0, 1000.0, 0.0]
+    y = np.sin(2 * X[:, 0]) + X[:, 1] / 100 + 0.1 * rng.standard_normal(n) + 7.0
+    return X, y
+
+
+def write_parquet(folder, X, y, parts=3, row_group=150):
+    folder.mkdir(exist_ok=True)
+    for k, idx in enumerate(np.array_split(np.arange(len(y)), parts)):
+        table = pa.table({"a": X[idx, 0], "b": X[idx, 1], "c": X[idx, 2], "y": y[idx]})
+        pq.write_table(table, folder / f"part-{k}.parquet", row_group_size=row_group)
+    return folder
+
+
+def in_memory_twin(pred, X, y):
+    """A FeatureGP on the standardised rows in memory with the streamed model's θ."""
+    Xs = torch.as_tensor(pred.scaler.transform_x(X))
+    ys = torch.as_tensor(pred.scaler.transform_y(y))
+    m = pred.model
+    twin = FeatureGP(m.features, Xs, ys, weights=m.weights_kind)
+    state = {k: v for k, v in m.state_dict().items() if not k.startswith("stat_")}
+    missing, unexpected = twin.load_state_dict(state, strict=False)
+    assert sorted(missing) == ["X", "y"] and not unexpected
+    return twin, Xs
+
+
+@pytest.fixture(scope="module")
+def client():
+    env = {"PYTHONPATH": str(SRC)}
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, env=env) as cluster, \
+            distributed.Client(cluster) as c:
+        yield c
+
+
+def test_rff_from_parquet_files_equals_in_memory_at_the_same_theta(tmp_path):
+    X, y = make_data(700)
+    folder = write_parquet(tmp_path / "train", X, y)
+    pred = gpscale.fit(str(folder / "*.parquet"), target="y", method="rff", **RFF)
+    assert pred.feature_names == ["a", "b", "c"] and pred.target_name == "y"
+    assert pred.model.n == 700 and pred.model.rows is None  # frozen: no rows kept
+    ref = gpscale.preprocessing.Standardizer.fit(X, y)
+    np.testing.assert_allclose(pred.scaler.x_mean, ref.x_mean, rtol=1e-12)
+    np.testing.assert_allclose(pred.scaler.y_scale, ref.y_scale, rtol=1e-12)
+    twin, Xs = in_memory_twin(pred, X, y)
+    with torch.no_grad():
+        torch.testing.assert_close(pred.model.nlml(), twin.nlml(), rtol=1e-10, atol=0)
+        for a, b in zip(pred.model.predict(Xs[:50], include_noise=True),
+                        twin.predict(Xs[:50], include_noise=True)):
+            torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)
+
+
+def test_rff_on_a_local_cluster_equals_in_process(client, tmp_path):
+    """The statistics and gradient passes as tasks on 2 worker processes (Parquet row
+    groups read there) give the same fit as the same passes in this process."""
+    X, y = make_data(900, seed=1)
+    folder = write_parquet(tmp_path / "train", X, y, parts=2, row_group=200)
+    here = gpscale.fit(folder, target="y", method="rff", **RFF)
+    there = gpscale.fit(folder, target="y", method="rff", scheduler=client, **RFF)
+    assert there.result.n_evals == here.result.n_evals
+    np.testing.assert_allclose(there.result.objective, here.result.objective, rtol=1e-10)
+    Xt, _ = make_data(40, seed=2)
+    for a, b in zip(there.predict(Xt, return_std=True), here.predict(Xt, return_std=True)):
+        np.testing.assert_allclose(a, b, rtol=1e-9)
+    assert len(client.scheduler_info()["workers"]) == 2  # the caller's cluster stays up
+
+
+def test_in_memory_arrays_on_a_cluster_and_refusals(client):
+    X, y = make_data(300, seed=4)
+    there = gpscale.fit(X, y, method="rff", scheduler=client, **RFF)
+    here = gpscale.fit(X, y, method="rff", **RFF)
+    np.testing.assert_allclose(there.predict(X[:20]), here.predict(X[:20]), rtol=1e-8)
+    with pytest.raises(ValueError, match="trains in this process"):
+        gpscale.fit(X, y, method="exact", scheduler=client)
+    with pytest.raises(ValueError, match="target="):
+        gpscale.fit(X, y, method="rff", target="y")
+
+
+def test_row_hungry_methods_load_a_file_source(tmp_path):
+    X, y = make_data(120, seed=5)
+    folder = write_parquet(tmp_path / "train", X, y, parts=2, row_group=50)
+    from_files = gpscale.fit(folder, target="y", method="exact", max_iter=5)
+    in_memory = gpscale.fit(X, y, method="exact", max_iter=5)
+    assert from_files.feature_names == ["a", "b", "c"]
+    np.testing.assert_allclose(from_files.predict(X[:10]), in_memory.predict(X[:10]),
+                               rtol=1e-8)
+    with pytest.raises(ValueError, match="no target"):
+        gpscale.fit(folder, method="exact")
+
+
+def _gpscale(*args, cwd):
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    return subprocess.run([sys.executable, "-m", "gpscale.cli", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+
+
+def test_cli_fit_on_parquet_with_workers_and_streamed_parquet_predictions(tmp_path):
+    X, y = make_data(600, seed=6)
+    write_parquet(tmp_path / "train", X, y)
+    Xt, yt = make_data(70, seed=7)
+    pq.write_table(pa.table({"c": Xt[:, 2], "a": Xt[:, 0],
+                             "b": Xt[:, 1], "y": yt}), tmp_path / "test.parquet")
+    fit = _gpscale("fit", "--data", "train/*.parquet", "--target", "y", "--method", "rff",
+                   "--workers", "2", "--max-iter", "4", "--seed", "3", "--out", "m.pt",
+                   cwd=tmp_path)
+    assert fit.returncode == 0, fit.stderr
+    pred = _gpscale("predict", "--model", "m.pt", "--data", "test.parquet", "--out",
+                    "p.parquet", cwd=tmp_path)
+    assert pred.returncode == 0, pred.stderr
+    table = pq.read_table(tmp_path / "p.parquet")
+    assert table.column_names == ["mean", "std"] and table.num_rows == 70
+    model = gpscale.load(tmp_path / "m.pt")
+    mean, std = model.predict(Xt, return_std=True)  # columns reordered by name
+    np.testing.assert_allclose(table["mean"].to_numpy(), mean, rtol=1e-12)
+    np.testing.assert_allclose(table["std"].to_numpy(), std, rtol=1e-12)
+    rmse = float(np.sqrt(np.mean((mean - yt) ** 2)))
+    assert rmse < 0.5 * float(np.std(yt)), rmse
+    # the output may not be an input
+    again = _gpscale("predict", "--model", "m.pt", "--data", "test.parquet", "--out",
+                     "test.parquet", cwd=tmp_path)
+    assert again.returncode != 0 and "is the input file" in again.stderr
+    assert pq.read_table(tmp_path / "test.parquet").num_rows == 70
