@@ -9,7 +9,6 @@ z-steps and the final predictive solve are (preconditioned) conjugate gradients.
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 import warnings
@@ -21,8 +20,9 @@ from tqdm.auto import tqdm
 from ..models.exact import ExactGP
 from ..rng import as_generator
 from ..validation import as_matrix
-from .admm_core import ADMMOptions, HoldoutADMM
+from .admm_core import HoldoutADMM
 from .admm_ops import solve_full
+from .admm_options import ADMMOptions, make_options
 from .admm_scale import calibrate_scale
 from .result import FitResult, theta_of
 
@@ -34,18 +34,6 @@ class ADMMDivergenceError(RuntimeError):
     def __init__(self, message: str, result: FitResult) -> None:
         super().__init__(message)
         self.result = result
-
-
-def make_options(options: ADMMOptions | None = None, **overrides: Any) -> ADMMOptions:
-    """ADMMOptions from a base (default: the paper's) and keyword overrides."""
-    base = options if options is not None else ADMMOptions()
-    names = {f.name for f in dataclasses.fields(ADMMOptions)}
-    unknown = sorted(set(overrides) - names)
-    if unknown:
-        raise ValueError(f"unknown GPCV-ADMM option(s) {unknown}; valid: {sorted(names)}")
-    opts = dataclasses.replace(base, **overrides)
-    opts.check()
-    return opts
 
 
 def holdout_split(n: int, val_fraction: float = 0.5,
