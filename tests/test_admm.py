@@ -11,15 +11,7 @@ from gpscale.data.synthetic import synthetic_admm
 from gpscale.kernels import make_kernel
 from gpscale.linalg import pivoted_cholesky
 from gpscale.models.exact import ExactGP
-from gpscale.train.admm import (
-    ADMMDivergenceError,
-    cg_predict,
-    fit_admm,
-    fit_admm_hocv,
-    holdout_split,
-    make_options,
-    validation_split,
-)
+from gpscale.train.admm import cg_predict, fit_admm_hocv, holdout_split, validation_split
 from gpscale.train.admm_core import HoldoutADMM
 from gpscale.train.admm_kfold import (
     fit_admm_consensus,
@@ -27,6 +19,8 @@ from gpscale.train.admm_kfold import (
     kfold_cv_loss,
     kfold_indices,
 )
+from gpscale.train.admm_options import make_options
+from gpscale.train.admm_run import ADMMDivergenceError
 from gpscale.train.result import theta_of
 
 
@@ -284,9 +278,9 @@ def test_bad_input_names_the_argument():
         fit_admm_kfold(model, k=15)
     with pytest.raises(ValueError, match="workers"):
         fit_admm_consensus(model, k=2, workers=0)
-    with pytest.raises(ValueError, match="unknown method 'admm'"):
-        fit_admm(model, "admm")
-    assert fit_admm(model, "admm-kfold", k=2, max_iter=2).method == "admm-kfold"
+    assert fit_admm_hocv(model, max_iter=2).method == "admm-hocv"
+    assert fit_admm_kfold(model, k=2, max_iter=2).method == "admm-kfold"
+    assert fit_admm_consensus(model, k=2, max_iter=2).method == "admm-consensus"
 
 
 def _interrupt_at_iteration(monkeypatch, k: int) -> None:
@@ -452,7 +446,7 @@ def test_the_preconditioner_changes_cg_work_not_the_admm_path():
 
 def test_scale_solve_options_and_the_second_order_error_they_rely_on():
     from gpscale.linalg import cg
-    from gpscale.train.admm import scale_cg_options
+    from gpscale.train.admm_run import scale_cg_options
 
     o = make_options(preconditioner="grief", precond_rank=100, cg_tol=1e-10)
     assert scale_cg_options(o, 8000) == {"tol": 1e-6, "preconditioner": "grief",
