@@ -111,13 +111,14 @@ def consensus_local(spec: FoldSpec, opts: ADMMOptions, local: dict[str, Any] | N
     else:
         state.set_theta(local["theta"])
         state.init(z0=local["z"], lam0=local["lam"])
-        state.pairs = list(local["pairs"])
+        state.descent.pairs = list(local["pairs"])
         state.rho = local["rho"]  # adaptive ρ carries over between rounds
     state.prox = prox
     rec = state.diagnostics()
     for _ in range(iters):
         rec = state.iterate()
-    return {"theta": state.theta(), "z": state.z, "lam": state.lam, "pairs": state.pairs,
+    return {"theta": state.theta(), "z": state.z, "lam": state.lam,
+            "pairs": state.descent.pairs,
             "rho": state.rho, "rec": rec, "n_evals": state.n_evals}
 
 

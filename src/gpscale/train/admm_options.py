@@ -38,16 +38,18 @@ class ADMMOptions:
     primal residual ‖Cz − y_T‖/‖y_T‖ exceeds rho_mu times the relative dual residual
     ‖ρ Jᵀ C (z⁺ − z)‖/‖Jᵀλ‖ (J = ∂(C(θ) z)/∂θ), ρ ← ρ/rho_tau in the opposite case,
     kept in [rho_min, rho_max]; off by default (the paper's fixed ρ).
-    coupling: how the θ-step treats z. "fixed" (the paper, eq. 12): z is held, so the
-    penalty pins θ (:mod:`gpscale.train.admm_core`, "Convergence"). "tangent" (ours, not in the
-    paper): z moves with θ along the curve that holds the residual C z − y_T at its
-    value, first to the tangent point z + μ dz (dz = −C⁻¹ J d, one CG solve per step)
-    and then ``curve_cg`` CG iterations onto the curve; the gradient is the hold-out CV
-    gradient with the adjoint λ̂ = 2 C⁻¹ K_VTᵀ e (one warm-started CG solve per
-    step). The z- and λ-steps are unchanged. A failed line search ends the θ-step;
-    a θ-step that accepts no step gives Δθ = 0 < eps, so such a run usually stops
-    there (its history shows ``theta_steps`` 0): the line search has reached the noise
-    of the inexact solves (more ``cg_max_iter`` and ``curve_cg`` lower it).
+    coupling: how the θ-step treats z. "fixed" (the paper, eq. 12;
+    :class:`~gpscale.train.admm_theta.PaperThetaStep`): z is held, so the penalty pins θ
+    (:mod:`gpscale.train.admm_core`, "Convergence"). "tangent" (ours, not in the paper;
+    :class:`~gpscale.train.admm_tangent.TangentThetaStep`): z moves with θ along the
+    curve that holds the residual C z − y_T at its value, first to the tangent point
+    z + μ dz (dz = −C⁻¹ J d, one CG solve per step) and then ``curve_cg`` CG iterations
+    onto the curve; the gradient is the hold-out CV gradient with the adjoint
+    λ̂ = 2 C⁻¹ K_VTᵀ e (one warm-started CG solve per step). The z- and λ-steps are
+    unchanged. A failed line search ends the θ-step; a θ-step that accepts no step
+    gives Δθ = 0 < eps, so such a run usually stops there (its history shows
+    ``theta_steps`` 0): the line search has reached the noise of the inexact solves
+    (more ``cg_max_iter`` and ``curve_cg`` lower it).
     diverge_tol: a relative constraint residual above this counts as divergence;
     feasible_tol: iterates with a residual below this compete for "best θ".
     """
