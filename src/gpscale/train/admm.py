@@ -108,10 +108,11 @@ def fit_admm_hocv(
     The defaults are the paper's (fixed ρ = 5, λ⁰ = 1, ε = 1e-2, z held in the
     θ-step), with which θ moves little per iteration (see
     :mod:`gpscale.train.admm_core`, "Convergence"). For a run that reaches the CV
-    optimum in about ten iterations pass ``**TANGENT`` (``coupling="tangent"``: our
-    θ-step, not the paper's; ρ = 20, the adjoint λ⁰, see :data:`TANGENT`).
+    optimum in few iterations pass ``**TANGENT`` (``coupling="tangent"``: our θ-step,
+    not the paper's; ρ = 20, the adjoint λ⁰, see :data:`TANGENT`).
     ``adaptive_rho=True, rho_mu=2.0, lam_init="adjoint"`` with a smaller ``eps`` keeps
-    the paper's θ-step and gets near it in ~100 iterations.
+    the paper's θ-step and gets near it in more iterations (the variants side by side:
+    benchmarks/results/admm-quality.md).
     """
     check_fit_args(model, on_divergence, scale)
     opts = make_options(options, **overrides)
@@ -130,12 +131,15 @@ def fit_admm_hocv(
 #: ours, not the paper's): ρ = 20, the adjoint λ⁰, CG ≤ 50 iterations per solve, the
 #: paper's ε = 1e-2, and at most 7 backtracks (μ ≥ 1/64 of the L-BFGS step). The
 #: backtrack cap trades time for precision near the optimum, where the inexact solves
-#: make the line search fail; it was chosen on kin40k (admm-quality, RBF-ARD), where
-#: 5 / 7 / 10 backtracks gave test RMSE 1.008 / 1.012 / 1.008x exact ML-II's in 50 / 56 /
-#: 78-82 s at n = 8000, and 1.055 / 1.045 / 1.047x in 149 / 236 / 248 s at n = 16 000.
+#: make the line search fail; it was chosen between 5, 7 and 10 on kin40k (``gpscale
+#: bench admm-quality``, RBF-ARD, n = 8000 and 16 000): fewer stopped the larger run
+#: early, more cost the smaller one its time target. The 7-backtrack runs are
+#: benchmarks/results/admm-quality-n8000 and admm-quality-n16000; the 5- and 10-backtrack
+#: ones are those reports' earlier versions (commits 7dd27fe, 1bdc89e and 173f8a4, f6b0858).
 #: ``fit_admm_hocv(model, **TANGENT)``.
 TANGENT: dict[str, Any] = {"coupling": "tangent", "lam_init": "adjoint", "rho": 20.0,
                            "cg_max_iter": 50, "max_backtracks": 7, "eps": 1e-2}
+
 
 # -- prediction without O(n³) -------------------------------------------------------------
 

@@ -226,10 +226,9 @@ def fit_admm_consensus(model: ExactGP, k: int = 2, *, seed: int | torch.Generato
     :func:`~gpscale.train.admm.fit_admm_hocv` (applied to θ̄).
 
     The default τ holds θ_k near θ̄, so θ̄ moves slowly: with the ``TANGENT`` preset's
-    ε = 1e-2 on the paper's synthetic sets the rounds stopped as converged with θ̄
-    still at or near θ⁰ (SE at n = 1000–2000 mostly after a single round; SE+LP's l₁
-    never left θ⁰; ``benchmarks/results/admm-synthetic-tangent``). Pass a smaller
-    ``tau`` or ``eps`` there."""
+    ε = 1e-2 on the paper's synthetic sets the rounds can stop as converged with θ̄
+    still at or near θ⁰ (benchmarks/results/admm-synthetic-tangent/admm-synthetic.md).
+    Pass a smaller ``tau`` or ``eps`` there."""
     check_fit_args(model, on_divergence, scale)
     _check_device(model, workers)
     opts = make_options(options, **overrides)

@@ -103,10 +103,10 @@ SCALE_PRECOND_RANK = 1000
 def scale_cg_options(opts: ADMMOptions, n: int) -> dict[str, Any]:
     """CG settings of the ML-scale solve after a run: ``opts``'s preconditioner kind
     at rank ≥ min(1000, n) (one solve on all n points, where σ² is often near its
-    floor: on kin40k n = 8000 rank 100 took 184 s, rank 1000 72 s), and a relative
-    residual of 1e-6 (``cg_tol`` when that is looser) — enough, since the factor
-    yᵀC⁻¹y/n from CG started at 0 is off by exactly ‖e‖²_C, second order in the
-    error. K is held densely within ``dense_bytes`` (not with ``memory="chunked"``)."""
+    floor, and a low rank then costs many CG iterations: benchmarks/results/precond.md),
+    and a relative residual of 1e-6 (``cg_tol`` when that is looser) — enough, since
+    the factor yᵀC⁻¹y/n from CG started at 0 is off by exactly ‖e‖²_C, second order in
+    the error. K is held densely within ``dense_bytes`` (not with ``memory="chunked"``)."""
     rank = 0 if opts.preconditioner == "none" else max(opts.precond_rank,
                                                        min(SCALE_PRECOND_RANK, n))
     return {"tol": max(opts.cg_tol, 1e-6), "preconditioner": opts.preconditioner,
