@@ -11,15 +11,7 @@ from gpscale.data.synthetic import synthetic_admm
 from gpscale.kernels import make_kernel
 from gpscale.linalg import pivoted_cholesky
 from gpscale.models.exact import ExactGP
-from gpscale.train.admm import (
-    ADMMDivergenceError,
-    cg_predict,
-    fit_admm,
-    fit_admm_hocv,
-    holdout_split,
-    make_options,
-    validation_split,
-)
+from gpscale.train.admm import cg_predict, fit_admm_hocv, holdout_split, validation_split
 from gpscale.train.admm_core import HoldoutADMM
 from gpscale.train.admm_kfold import (
     fit_admm_consensus,
@@ -27,6 +19,10 @@ from gpscale.train.admm_kfold import (
     kfold_cv_loss,
     kfold_indices,
 )
+from gpscale.train.admm_options import make_options
+from gpscale.train.admm_run import ADMMDivergenceError
+from gpscale.train.admm_tangent import TangentThetaStep
+from gpscale.train.admm_theta import PaperThetaStep
 from gpscale.train.result import theta_of
 
 
@@ -284,9 +280,9 @@ def test_bad_input_names_the_argument():
         fit_admm_kfold(model, k=15)
     with pytest.raises(ValueError, match="workers"):
         fit_admm_consensus(model, k=2, workers=0)
-    with pytest.raises(ValueError, match="unknown method 'admm'"):
-        fit_admm(model, "admm")
-    assert fit_admm(model, "admm-kfold", k=2, max_iter=2).method == "admm-kfold"
+    assert fit_admm_hocv(model, max_iter=2).method == "admm-hocv"
+    assert fit_admm_kfold(model, k=2, max_iter=2).method == "admm-kfold"
+    assert fit_admm_consensus(model, k=2, max_iter=2).method == "admm-consensus"
 
 
 def _interrupt_at_iteration(monkeypatch, k: int) -> None:
@@ -452,7 +448,7 @@ def test_the_preconditioner_changes_cg_work_not_the_admm_path():
 
 def test_scale_solve_options_and_the_second_order_error_they_rely_on():
     from gpscale.linalg import cg
-    from gpscale.train.admm import scale_cg_options
+    from gpscale.train.admm_run import scale_cg_options
 
     o = make_options(preconditioner="grief", precond_rank=100, cg_tol=1e-10)
     assert scale_cg_options(o, 8000) == {"tol": 1e-6, "preconditioner": "grief",
@@ -482,13 +478,25 @@ def test_tangent_gradient_is_the_cv_gradient_at_any_lambda_and_rho(name, device)
     with torch.no_grad():
         st.z = torch.linalg.solve(C, st.y_T)
     f, e, r = st.lrho()
-    fast = st.tangent_grad(e)
+    fast = st.theta_update.grad(e)
     res = st.y_V - KVT @ torch.linalg.solve(C, st.y_T)
     ref = torch.autograd.grad(res @ res, st.params)
     torch.testing.assert_close(fast, torch.cat([g.reshape(-1) for g in ref]), rtol=1e-7,
                                atol=1e-9)
-    torch.testing.assert_close(st.adj, 2.0 * torch.linalg.solve(C, KVT.mT @ res).detach(),
+    torch.testing.assert_close(st.theta_update.adj,
+                               2.0 * torch.linalg.solve(C, KVT.mT @ res).detach(),
                                rtol=1e-8, atol=1e-10)
+
+
+def test_coupling_picks_the_theta_step():
+    """``coupling`` chooses the θ-step once: the paper's (eq. 12, z held) or the tangent
+    one (ours); both share the state's L-BFGS memory."""
+    _, fixed = _state("rbf-ard")
+    _, tangent = _state("rbf-ard", coupling="tangent")
+    assert type(fixed.theta_update) is PaperThetaStep
+    assert type(tangent.theta_update) is TangentThetaStep
+    for st in (fixed, tangent):
+        assert st.theta_update.L is st and st.theta_update.memory is st.descent
 
 
 def test_tangent_z_is_the_derivative_of_the_residual_holding_curve(device):
@@ -497,9 +505,9 @@ def test_tangent_z_is_the_derivative_of_the_residual_holding_curve(device):
                        cg_max_iter=None)
     g = torch.Generator().manual_seed(5)
     d = torch.randn(st.theta().shape, generator=g, dtype=torch.float64).to(device)
-    dz = st.tangent_z(d)
+    dz = st.theta_update.z_tangent(d)
     theta0 = st.theta()
-    target = st._ops().c(st.z)
+    target = st.kernel_ops().c(st.z)
     h = 1e-4  # central differences of the dense solve: error O(h²) ~ 1e-8 relative
 
     def dense_z(mu: float) -> torch.Tensor:
@@ -515,20 +523,20 @@ def test_tangent_z_is_the_derivative_of_the_residual_holding_curve(device):
 def test_tangent_curve_holds_the_residual():
     model, st = _state("rbf-ard", coupling="tangent", curve_cg=200, cg_tol=1e-12)
     _, e, r0 = st.lrho()
-    pinv0, theta0 = st._c_inv(st._ops()), st.theta()
+    pinv0, theta0 = st.c_inv(st.kernel_ops()), st.theta()
     st.set_theta(theta0 + 0.2)
-    z = st._on_curve(st.z, r0, pinv0)
+    z = st.theta_update.on_curve(st.z, r0, pinv0)
     _, C = _dense(model, st)
     torch.testing.assert_close(C.detach() @ z, st.y_T + r0, rtol=1e-9, atol=1e-10)
     st.opts.curve_cg = 0
-    assert torch.equal(st._on_curve(st.z, r0, pinv0), st.z)  # the tangent point itself
+    assert torch.equal(st.theta_update.on_curve(st.z, r0, pinv0), st.z)  # the tangent point itself
 
 
 def test_dense_blocks_refuse_a_changed_theta():
     """Blocks are evaluated on first use; after θ changes, a first use raises rather
     than mixing the new K with the old σ²."""
     model, st = _state("rbf-ard", memory="dense")
-    ops = st._ops()
+    ops = st.kernel_ops()
     ops.c(st.z)  # K_TT evaluated at this θ
     st.set_theta(st.theta() + 0.1)
     ops.c(st.z)  # already held: still the old θ's, consistently

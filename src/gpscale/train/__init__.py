@@ -1,7 +1,8 @@
 """Trainers: each takes a model (and data) and returns a :class:`FitResult`."""
 
-from .admm import ADMM_METHODS, ADMMDivergenceError, cg_predict, fit_admm, fit_admm_hocv
+from .admm import cg_predict, fit_admm_hocv
 from .admm_kfold import fit_admm_consensus, fit_admm_kfold
+from .admm_run import ADMMDivergenceError
 from .grief import default_num_features, fit_grief_i, fit_grief_ii, init_exact, separable_kernel
 from .lbfgs import fit_lbfgs
 from .mcmc import MCMCResult, effective_sample_size, lognormal_from_mode_variance, mala
@@ -11,6 +12,6 @@ from .stochastic import fit_bsgd, fit_minimax, fit_scgd
 __all__ = ["fit_minimax", "fit_scgd", "fit_bsgd",
            "fit_lbfgs", "FitResult", "theta_of", "fit_grief_ii", "fit_grief_i",
            "default_num_features", "init_exact", "separable_kernel", "mala", "MCMCResult",
-           "effective_sample_size", "lognormal_from_mode_variance", "fit_admm",
+           "effective_sample_size", "lognormal_from_mode_variance",
            "fit_admm_hocv", "fit_admm_kfold", "fit_admm_consensus", "cg_predict",
-           "ADMMDivergenceError", "ADMM_METHODS"]
+           "ADMMDivergenceError"]

@@ -9,43 +9,31 @@ z-steps and the final predictive solve are (preconditioned) conjugate gradients.
 
 from __future__ import annotations
 
-import dataclasses
-import math
 import time
-import warnings
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
 from ..models.exact import ExactGP
 from ..rng import as_generator
 from ..validation import as_matrix
-from .admm_core import ADMMOptions, HoldoutADMM
+from .admm_core import HoldoutADMM
 from .admm_ops import solve_full
-from .admm_scale import calibrate_scale
-from .result import FitResult, theta_of
+from .admm_options import ADMMOptions, make_options
+from .admm_run import (
+    ADMMDivergenceError,
+    check_fit_args,
+    finish_fit,
+    run_holdout,
+    scale_cg_options,
+)
+from .result import FitResult
 
-
-class ADMMDivergenceError(RuntimeError):
-    """GPCV-ADMM diverged; ``result`` holds the best hyperparameters kept (the model
-    holds them too)."""
-
-    def __init__(self, message: str, result: FitResult) -> None:
-        super().__init__(message)
-        self.result = result
-
-
-def make_options(options: ADMMOptions | None = None, **overrides: Any) -> ADMMOptions:
-    """ADMMOptions from a base (default: the paper's) and keyword overrides."""
-    base = options if options is not None else ADMMOptions()
-    names = {f.name for f in dataclasses.fields(ADMMOptions)}
-    unknown = sorted(set(overrides) - names)
-    if unknown:
-        raise ValueError(f"unknown GPCV-ADMM option(s) {unknown}; valid: {sorted(names)}")
-    opts = dataclasses.replace(base, **overrides)
-    opts.check()
-    return opts
+#: public names; ``ADMMDivergenceError``, ``ADMMOptions``, ``make_options`` and
+#: ``scale_cg_options`` live in :mod:`~gpscale.train.admm_run` and
+#: :mod:`~gpscale.train.admm_options` and are importable from here too
+__all__ = ["fit_admm_hocv", "holdout_split", "validation_split", "cg_predict", "TANGENT",
+           "ADMMDivergenceError", "ADMMOptions", "make_options", "scale_cg_options"]
 
 
 def holdout_split(n: int, val_fraction: float = 0.5,
@@ -91,114 +79,6 @@ def validation_split(n: int, validation: Any) -> tuple[torch.Tensor, torch.Tenso
     return (~mask).nonzero()[:, 0], mask.nonzero()[:, 0]
 
 
-def run_holdout(state: HoldoutADMM, max_iter: int, progress: bool = False,
-                desc: str = "GPCV-ADMM", t0: float | None = None) -> dict[str, Any]:
-    """Iterate Algorithm 1 until ‖Δθ‖ < ε (and the residual below ``res_tol`` if set),
-    ``max_iter``, divergence or Ctrl-C. On divergence or Ctrl-C the best feasible
-    iterate (lowest validation MSE among those with a relative constraint residual
-    below ``feasible_tol``; the start is one) is restored. Returns a plain dict
-    (history, reason, message, best_iter) so that it can cross process boundaries."""
-    o, model = state.opts, state.model
-    t0 = time.perf_counter() if t0 is None else t0
-
-    def record(it: int, extra: dict[str, float]) -> dict[str, Any]:
-        return {"iter": it, **extra, "objective": extra["cv_loss"],
-                "theta": theta_of(model), "time_s": time.perf_counter() - t0}
-
-    history = [record(0, state.diagnostics())]
-    best = (history[0]["cv_loss"], 0, state.theta(), state.z.clone(), state.lam.clone())
-    reason, message = "max_iter", ""
-    bar = tqdm(total=max_iter, desc=desc, disable=not progress, leave=False)
-    try:
-        for it in range(1, max_iter + 1):
-            rec = record(it, state.iterate())
-            history.append(rec)
-            bar.update(1)
-            bar.set_postfix(cv=f"{rec['cv_loss']:.4g}", res=f"{rec['residual']:.2g}")
-            finite = all(math.isfinite(rec[k]) for k in ("cv_loss", "lrho", "residual",
-                                                        "z_norm", "dtheta"))
-            finite = finite and bool(torch.isfinite(state.theta()).all())
-            if not finite or rec["residual"] > o.diverge_tol:
-                what = ("a non-finite value (NaN/inf) in L_ρ, z or θ" if not finite else
-                        f"an exploding constraint residual ‖Cz − y_T‖/‖y_T‖ = "
-                        f"{rec['residual']:.3g} > diverge_tol = {o.diverge_tol:g}")
-                reason = "diverged"
-                message = (f"GPCV-ADMM diverged at iteration {it}: {what}. Kept the best "
-                           f"hyperparameters so far (iteration {best[1]}, validation MSE "
-                           f"{best[0]:.4g}). Try a larger rho, a smaller rho_dual, a "
-                           "smaller max_step or better initial hyperparameters.")
-                break
-            if rec["residual"] <= o.feasible_tol and rec["cv_loss"] < best[0]:
-                best = (rec["cv_loss"], it, state.theta(), state.z.clone(), state.lam.clone())
-            if rec["dtheta"] < o.eps and (o.res_tol is None or rec["residual"] <= o.res_tol):
-                reason = "converged"
-                break
-    except KeyboardInterrupt:
-        reason, message = "interrupted", "interrupted (Ctrl-C): kept the best hyperparameters"
-    finally:
-        bar.close()
-    best_iter = len(history) - 1
-    if reason in ("diverged", "interrupted"):
-        state.set_theta(best[2])
-        state.z, state.lam, best_iter = best[3], best[4], best[1]
-    return {"history": history, "reason": reason, "message": message,
-            "best_iter": best_iter, "cv_loss": history[best_iter]["cv_loss"],
-            "n_evals": state.n_evals}
-
-
-#: rank of the preconditioner of the one CG solve on all n points for the ML scale
-SCALE_PRECOND_RANK = 1000
-
-
-def scale_cg_options(opts: ADMMOptions, n: int) -> dict[str, Any]:
-    """CG settings of the ML-scale solve after a run: ``opts``'s preconditioner kind
-    at rank ≥ min(1000, n) (one solve on all n points, where σ² is often near its
-    floor: on kin40k n = 8000 rank 100 took 184 s, rank 1000 72 s), and a relative
-    residual of 1e-6 (``cg_tol`` when that is looser) — enough, since the factor
-    yᵀC⁻¹y/n from CG started at 0 is off by exactly ‖e‖²_C, second order in the
-    error. K is held densely within ``dense_bytes`` (not with ``memory="chunked"``)."""
-    rank = 0 if opts.preconditioner == "none" else max(opts.precond_rank,
-                                                       min(SCALE_PRECOND_RANK, n))
-    return {"tol": max(opts.cg_tol, 1e-6), "preconditioner": opts.preconditioner,
-            "precond_rank": rank, "block": opts.block,
-            "dense_bytes": 0 if opts.memory == "chunked" else opts.dense_bytes}
-
-
-def finish(out: dict[str, Any], model: ExactGP, method: str, t0: float,
-           on_divergence: str, scale: str, opts: ADMMOptions) -> FitResult:
-    """FitResult from a run's dict; warn or raise on divergence (model keeps best θ).
-
-    After a run that ended normally (converged or max_iter), ``scale="ml"`` sets the
-    overall variance scale, which the CV loss cannot identify, to its maximum-likelihood
-    value (:mod:`gpscale.train.admm_scale`); the factor goes into the last history row
-    as ``scale_factor`` (None: not applicable); its CG solve is set by
-    :func:`scale_cg_options`. Diverged or interrupted runs keep the
-    best θ exactly as it was."""
-    if scale == "ml" and out["history"] and out["reason"] in ("converged", "max_iter"):
-        factor = calibrate_scale(model, **scale_cg_options(opts, model.n))
-        out["history"][-1] = {**out["history"][-1], "scale_factor": factor,
-                              "theta_before_scale": out["history"][-1].get("theta")}
-    result = FitResult(method=method, theta=theta_of(model), objective=out["cv_loss"],
-                       history=out["history"], converged=out["reason"] == "converged",
-                       reason=out["reason"], wall_s=time.perf_counter() - t0,
-                       n_evals=out["n_evals"])
-    if out["reason"] == "diverged":
-        if on_divergence == "raise":
-            raise ADMMDivergenceError(out["message"], result)
-        warnings.warn(out["message"], RuntimeWarning, stacklevel=3)
-    return result
-
-
-def _check_common(model: ExactGP, on_divergence: str, scale: str = "ml") -> None:
-    if scale not in ("ml", "keep"):
-        raise ValueError(f"scale must be 'ml' (maximum-likelihood overall scale after "
-                         f"training) or 'keep', got {scale!r}")
-    if not isinstance(model, ExactGP):
-        raise ValueError(f"model must be an ExactGP, got {type(model).__name__}")
-    if on_divergence not in ("warn", "raise"):
-        raise ValueError(f"on_divergence must be 'warn' or 'raise', got {on_divergence!r}")
-
-
 def fit_admm_hocv(
     model: ExactGP,
     *,
@@ -228,12 +108,13 @@ def fit_admm_hocv(
     The defaults are the paper's (fixed ρ = 5, λ⁰ = 1, ε = 1e-2, z held in the
     θ-step), with which θ moves little per iteration (see
     :mod:`gpscale.train.admm_core`, "Convergence"). For a run that reaches the CV
-    optimum in about ten iterations pass ``**TANGENT`` (``coupling="tangent"``: our
-    θ-step, not the paper's; ρ = 20, the adjoint λ⁰, see :data:`TANGENT`).
+    optimum in few iterations pass ``**TANGENT`` (``coupling="tangent"``: our θ-step,
+    not the paper's; ρ = 20, the adjoint λ⁰, see :data:`TANGENT`).
     ``adaptive_rho=True, rho_mu=2.0, lam_init="adjoint"`` with a smaller ``eps`` keeps
-    the paper's θ-step and gets near it in ~100 iterations.
+    the paper's θ-step and gets near it in more iterations (the variants side by side:
+    benchmarks/results/admm-quality.md).
     """
-    _check_common(model, on_divergence, scale)
+    check_fit_args(model, on_divergence, scale)
     opts = make_options(options, **overrides)
     t0 = time.perf_counter()
     idx_T, idx_V = (holdout_split(model.n, val_fraction, seed) if validation is None
@@ -243,34 +124,21 @@ def fit_admm_hocv(
                         model.y[idx_V], opts)
     state.init()
     out = run_holdout(state, opts.max_iter, progress, "GPCV-ADMM (hold-out)", t0)
-    return finish(out, model, "admm-hocv", t0, on_divergence, scale, opts)
+    return finish_fit(out, model, "admm-hocv", t0, on_divergence, scale, opts)
 
 
 #: options of the tangent-θ-step variant used in the benchmarks (``coupling="tangent"``,
 #: ours, not the paper's): ρ = 20, the adjoint λ⁰, CG ≤ 50 iterations per solve, the
 #: paper's ε = 1e-2, and at most 7 backtracks (μ ≥ 1/64 of the L-BFGS step). The
 #: backtrack cap trades time for precision near the optimum, where the inexact solves
-#: make the line search fail; it was chosen on kin40k (admm-quality, RBF-ARD), where
-#: 5 / 7 / 10 backtracks gave test RMSE 1.008 / 1.012 / 1.008x exact ML-II's in 50 / 56 /
-#: 78-82 s at n = 8000, and 1.055 / 1.045 / 1.047x in 149 / 236 / 248 s at n = 16 000.
+#: make the line search fail; it was chosen between 5, 7 and 10 on kin40k (``gpscale
+#: bench admm-quality``, RBF-ARD, n = 8000 and 16 000): fewer stopped the larger run
+#: early, more cost the smaller one its time target. The 7-backtrack runs are
+#: benchmarks/results/admm-quality-n8000 and admm-quality-n16000; the 5- and 10-backtrack
+#: ones are those reports' earlier versions (commits 7dd27fe, 1bdc89e and 173f8a4, f6b0858).
 #: ``fit_admm_hocv(model, **TANGENT)``.
 TANGENT: dict[str, Any] = {"coupling": "tangent", "lam_init": "adjoint", "rho": 20.0,
                            "cg_max_iter": 50, "max_backtracks": 7, "eps": 1e-2}
-
-#: method names for ``--method`` and the estimator
-ADMM_METHODS = ("admm-hocv", "admm-kfold", "admm-consensus")
-
-
-def fit_admm(model: ExactGP, method: str = "admm-hocv", **kwargs: Any) -> FitResult:
-    """Dispatch on the method name: ``admm-hocv`` → :func:`fit_admm_hocv`, ``admm-kfold``
-    → :func:`~gpscale.train.admm_kfold.fit_admm_kfold`, ``admm-consensus`` →
-    :func:`~gpscale.train.admm_kfold.fit_admm_consensus` (keywords passed through)."""
-    from .admm_kfold import fit_admm_consensus, fit_admm_kfold
-
-    fits = dict(zip(ADMM_METHODS, (fit_admm_hocv, fit_admm_kfold, fit_admm_consensus)))
-    if method not in fits:
-        raise ValueError(f"unknown method {method!r}; choose one of {list(ADMM_METHODS)}")
-    return fits[method](model, **kwargs)
 
 
 # -- prediction without O(n³) -------------------------------------------------------------

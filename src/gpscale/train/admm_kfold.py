@@ -31,8 +31,9 @@ from ..kernels import Kernel
 from ..models.exact import ExactGP
 from ..params import positive_params
 from ..rng import as_generator
-from .admm import _check_common, finish, make_options, run_holdout
-from .admm_core import ADMMOptions, HoldoutADMM
+from .admm_core import HoldoutADMM
+from .admm_options import ADMMOptions, make_options
+from .admm_run import check_fit_args, finish_fit, run_holdout
 from .result import FitResult, theta_of
 
 
@@ -110,13 +111,14 @@ def consensus_local(spec: FoldSpec, opts: ADMMOptions, local: dict[str, Any] | N
     else:
         state.set_theta(local["theta"])
         state.init(z0=local["z"], lam0=local["lam"])
-        state.pairs = list(local["pairs"])
+        state.descent.pairs = list(local["pairs"])
         state.rho = local["rho"]  # adaptive ρ carries over between rounds
     state.prox = prox
     rec = state.diagnostics()
     for _ in range(iters):
         rec = state.iterate()
-    return {"theta": state.theta(), "z": state.z, "lam": state.lam, "pairs": state.pairs,
+    return {"theta": state.theta(), "z": state.z, "lam": state.lam,
+            "pairs": state.descent.pairs,
             "rho": state.rho, "rec": rec, "n_evals": state.n_evals}
 
 
@@ -175,7 +177,7 @@ def fit_admm_kfold(model: ExactGP, k: int = 2, *, seed: int | torch.Generator | 
     averaged θ; ``history`` holds every fold's iterations (key ``fold``). Ctrl-C ends
     the run with the average of the folds finished so far (each at its best θ).
     ``scale``: as :func:`~gpscale.train.admm.fit_admm_hocv` (after the averaging)."""
-    _check_common(model, on_divergence, scale)
+    check_fit_args(model, on_divergence, scale)
     _check_device(model, workers)
     opts = make_options(options, **overrides)
     t0 = time.perf_counter()
@@ -207,7 +209,7 @@ def fit_admm_kfold(model: ExactGP, k: int = 2, *, seed: int | torch.Generator | 
                                 if o["reason"] == "diverged"),
            "cv_loss": kfold_cv_loss(model, folds, opts.cg_tol),
            "n_evals": sum(o["n_evals"] for o in outs)}
-    return finish(out, model, "admm-kfold", t0, on_divergence, scale, opts)
+    return finish_fit(out, model, "admm-kfold", t0, on_divergence, scale, opts)
 
 
 def fit_admm_consensus(model: ExactGP, k: int = 2, *, seed: int | torch.Generator | None = 0,
@@ -224,11 +226,10 @@ def fit_admm_consensus(model: ExactGP, k: int = 2, *, seed: int | torch.Generato
     :func:`~gpscale.train.admm.fit_admm_hocv` (applied to θ̄).
 
     The default τ holds θ_k near θ̄, so θ̄ moves slowly: with the ``TANGENT`` preset's
-    ε = 1e-2 on the paper's synthetic sets the rounds stopped as converged with θ̄
-    still at or near θ⁰ (SE at n = 1000–2000 mostly after a single round; SE+LP's l₁
-    never left θ⁰; ``benchmarks/results/admm-synthetic-tangent``). Pass a smaller
-    ``tau`` or ``eps`` there."""
-    _check_common(model, on_divergence, scale)
+    ε = 1e-2 on the paper's synthetic sets the rounds can stop as converged with θ̄
+    still at or near θ⁰ (benchmarks/results/admm-synthetic-tangent/admm-synthetic.md).
+    Pass a smaller ``tau`` or ``eps`` there."""
+    check_fit_args(model, on_divergence, scale)
     _check_device(model, workers)
     opts = make_options(options, **overrides)
     if isinstance(local_iters, bool) or not isinstance(local_iters, int) or local_iters < 1:
@@ -297,7 +298,7 @@ def fit_admm_consensus(model: ExactGP, k: int = 2, *, seed: int | torch.Generato
     _set_raw(model, probe, final)
     out = {"history": history, "reason": reason, "message": message,
            "cv_loss": kfold_cv_loss(model, folds, opts.cg_tol), "n_evals": n_evals}
-    return finish(out, model, "admm-consensus", t0, on_divergence, scale, opts)
+    return finish_fit(out, model, "admm-consensus", t0, on_divergence, scale, opts)
 
 
 def _set_raw(model: ExactGP, probe: HoldoutADMM, theta: torch.Tensor) -> None:
