@@ -18,6 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .csvlines import lines_of_rows
+
 __all__ = ["Batch", "Columns", "Origin", "Partition", "rechunk"]
 
 
@@ -67,8 +69,6 @@ class Origin:
             return [f"at {self.unit} {r}" for r in absolute]
         lines: dict[int, int] = {}
         if self.unit == "line" and self.path is not None:
-            from .csvfile import lines_of_rows
-
             lines = lines_of_rows(self.path, {r + 1 for r in absolute})
         data = "data row" if self.unit == "line" else "row"
         return [f"on line {lines[r + 1]}" if r + 1 in lines else f"in {data} {r + 1}"

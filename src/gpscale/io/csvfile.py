@@ -13,7 +13,6 @@ value and the line.
 from __future__ import annotations
 
 import csv
-import gzip
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -23,6 +22,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pv
 
 from .batch import Batch, Columns, Origin, Partition, arrow_batch, rechunk, text_error
+from .csvlines import lines_of_rows, text_rows
 
 __all__ = ["CsvHeader", "CsvPartition", "read_header", "lines_of_rows"]
 
@@ -31,7 +31,6 @@ NULL_VALUES = [*pv.ConvertOptions().null_values, "None", "none", "NONE", "na", "
 #: flight) and does not read faster; the first block of a file is probed with a smaller one
 _BLOCK, _PROBE_BLOCK, _MAX_BLOCK = 1 << 20, 1 << 18, 256 << 20
 #: on the error path, rows beyond this are reported as data rows, not scanned for lines
-LINE_SCAN_LIMIT = 5_000_000
 
 
 @dataclass(frozen=True)
@@ -207,23 +206,11 @@ def _diagnose(path: str, err: Exception, part: CsvPartition | None = None) -> Va
 
 
 # -- the error path: the file read again as text, row by row --------------------------------
-def _text_rows(path: str, header: bool = False) -> Iterator[tuple[int, list[str]]]:
-    """(line number, fields) of every non-blank row (after the header unless ``header``)."""
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rt", newline="", encoding="utf-8-sig", errors="replace") as f:
-        reader = csv.reader(f)
-        skip = not header
-        for r in reader:
-            if r and not skip:
-                yield reader.line_num, r
-            skip = skip and not r
-
-
 def _ragged_row(path: str) -> tuple[int, int, int] | None:
     """(line, fields, header fields) of the first row whose length differs."""
     width = None
     try:
-        for line, r in _text_rows(path, header=True):
+        for line, r in text_rows(path, header=True):
             if width is None:
                 width = len(r)
             elif len(r) != width:
@@ -231,21 +218,3 @@ def _ragged_row(path: str) -> tuple[int, int, int] | None:
     except csv.Error:  # e.g. a field longer than the csv module accepts
         pass
     return None
-
-
-def lines_of_rows(path: str, rows: set[int]) -> dict[int, int]:
-    """Line numbers of the given 1-based data rows (those up to ``LINE_SCAN_LIMIT``)."""
-    want = {r for r in rows if r <= LINE_SCAN_LIMIT}
-    out: dict[int, int] = {}
-    if not want:
-        return out
-    last = max(want)
-    try:
-        for i, (line, _) in enumerate(_text_rows(path), 1):
-            if i in want:
-                out[i] = line
-            if i >= last:
-                break
-    except csv.Error:  # the rows are then reported as data rows
-        pass
-    return out

@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from ..params import Positive, summary
+from .chunked import kernel_matmul
 from .memo import InputMemo
 
 
@@ -57,8 +58,6 @@ class Kernel(nn.Module):
         block: int | None = None,
     ) -> torch.Tensor:
         """K(X1, X2) @ V holding at most one row block of K; differentiable in θ and V."""
-        from .chunked import kernel_matmul
-
         return kernel_matmul(self, X1, X2, V, block=block)
 
     def vjp(

@@ -9,9 +9,12 @@ Gradients with respect to X1 and X2 are not provided.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import torch
 
-from .base import Kernel
+if TYPE_CHECKING:  # base imports this module for Kernel.matmul
+    from .base import Kernel
 
 #: default memory for one kernel slab and its autograd intermediates
 DEFAULT_BLOCK_BYTES = 128 * 2**20

@@ -1,0 +1,110 @@
+"""The package's architecture, checked from its source: no import cycles between modules
+(function-level imports included), models never import trainers, the library never
+imports its benchmarks, and every registered method's adapter lives in gpscale.methods."""
+
+import ast
+from pathlib import Path
+
+import gpscale
+
+PACKAGE = Path(gpscale.__file__).resolve().parent
+
+
+def _module_name(path: Path) -> str:
+    rel = path.relative_to(PACKAGE.parent).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _imports(path: Path) -> set[str]:
+    """gpscale modules imported anywhere in ``path`` (relative imports resolved)."""
+    name = _module_name(path)
+    package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
+    found = set()
+    tree = ast.parse(path.read_text())
+    for node in ast.walk(tree):  # imports for type checkers only do not run
+        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
+            node.body = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("gpscale")}
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[: len(base) - node.level + 1]
+                mod = ".".join(base + ([node.module] if node.module else []))
+            else:
+                mod = node.module or ""
+            if not mod.startswith("gpscale"):
+                continue
+            for a in node.names:  # `from . import x` may name a submodule
+                sub = f"{mod}.{a.name}"
+                found.add(sub if (PACKAGE.parent / sub.replace(".", "/")).exists()
+                          or (PACKAGE.parent / (sub.replace(".", "/") + ".py")).exists()
+                          else mod)
+    return found
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        deps = set()
+        for mod in _imports(path):
+            while mod and mod not in modules:  # gpscale.x.Name -> gpscale.x
+                mod = mod.rsplit(".", 1)[0] if "." in mod else ""
+            if mod and mod != name:
+                deps.add(mod)
+        graph[name] = deps
+    return graph
+
+
+def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(node):
+        state[node] = 1
+        stack.append(node)
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                return stack[stack.index(dep):] + [dep]
+            if dep not in state and (found := visit(dep)):
+                return found
+        stack.pop()
+        state[node] = 2
+        return None
+
+    for node in sorted(graph):
+        if node not in state and (found := visit(node)):
+            return found
+    return None
+
+
+def _is_package_init(name: str) -> bool:
+    return (PACKAGE.parent / name.replace(".", "/") / "__init__.py").exists()
+
+
+def test_no_import_cycle_between_modules():
+    # a package's __init__ re-exports its modules; edges into an __init__ from its own
+    # submodules would be cycles by construction, so they count as the package's parts
+    graph = {n: {d for d in deps if not (_is_package_init(d) and n.startswith(d + "."))}
+             for n, deps in _graph().items()}
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+
+
+def test_models_do_not_import_trainers_and_the_library_not_its_benchmarks():
+    graph = _graph()
+    for name, deps in graph.items():
+        if name.startswith("gpscale.models"):
+            assert not {d for d in deps if d.startswith("gpscale.train")}, (name, deps)
+        if not name.startswith("gpscale.bench"):
+            assert not {d for d in deps if d.startswith("gpscale.bench")}, (name, deps)
+
+
+def test_every_method_is_registered_from_the_methods_package():
+    for name, method in gpscale.METHODS.items():
+        assert method.fit_fn.__module__.startswith("gpscale.methods."), (name,
+                                                                         method.fit_fn.__module__)
