@@ -144,3 +144,58 @@ def test_cli_fit_on_parquet_with_workers_and_streamed_parquet_predictions(tmp_pa
                      "test.parquet", cwd=tmp_path)
     assert again.returncode != 0 and "is the input file" in again.stderr
     assert pq.read_table(tmp_path / "test.parquet").num_rows == 70
+
+
+def test_sample_rows_is_uniform_seeded_and_the_same_on_a_cluster(client, tmp_path):
+    from gpscale.io import open_source
+    from gpscale.io.sample import sample_rows
+
+    X, y = make_data(3000, seed=8)
+    parts = open_source(write_parquet(tmp_path / "s", X, y, parts=3, row_group=250),
+                        target="y").partitions()
+    Xs, ys = sample_rows(parts, 600, seed=1)
+    again = sample_rows(parts, 600, seed=1, client=client)
+    np.testing.assert_array_equal(Xs, again[0])
+    np.testing.assert_array_equal(ys, again[1])
+    # Bernoulli(0.2) over 3000 rows: the size is within 6 sd of 600 (sd = 21.9)
+    assert abs(len(ys) - 600) < 6 * 21.9
+    # every sampled row is a row of the data, and the sample covers the whole range
+    rows = {tuple(r) for r in np.column_stack([X, y]).round(12)}
+    assert all(tuple(r) in rows for r in np.column_stack([Xs, ys]).round(12))
+    assert Xs[:, 0].min() < -1.8 and Xs[:, 0].max() > 1.8
+    assert len(sample_rows(parts, 10_000, seed=1)[1]) == 3000  # all rows when m >= n
+    with pytest.raises(ValueError, match="integer >= 1"):
+        sample_rows(parts, 0)
+
+
+def test_rff_subsample_learns_theta_on_the_sample_then_refines_on_all_rows(tmp_path):
+    """subsample=m: the first phase is exactly an rff fit on the sampled rows; the model
+    then holds the statistics of every row, and refine=0 keeps the sample's θ."""
+    X, y = make_data(1500, seed=9)
+    folder = write_parquet(tmp_path / "t", X, y, parts=2, row_group=300)
+    opts = {"num_features": 32, "max_iter": 6, "seed": 3}
+    pred = gpscale.fit(folder, target="y", method="rff", subsample=400, refine=0, **opts)
+    assert pred.model.n == 1500
+    phases = {h.get("phase") for h in pred.result.history}
+    assert phases == {None}  # refine=0: one phase, on the sample
+    # the same θ from fitting the sampled rows directly
+    from gpscale.io import open_source
+    from gpscale.io.sample import sample_rows
+
+    Xr, yr = sample_rows(open_source(folder, target="y").partitions(), 400, seed=3)
+    Xs = torch.as_tensor(pred.scaler.transform_x(Xr))
+    ys = torch.as_tensor(pred.scaler.transform_y(yr))
+    from gpscale.features import RandomFourierFeatures
+    from gpscale.train import fit_lbfgs
+
+    feats = RandomFourierFeatures(3, 32, seed=3)
+    direct = FeatureGP(feats, Xs, ys, noise=0.1)
+    fit_lbfgs(direct, max_iter=6, method="rff")
+    torch.testing.assert_close(pred.model.features.lengthscale, feats.lengthscale,
+                               rtol=1e-10, atol=0)
+    torch.testing.assert_close(pred.model.noise, direct.noise, rtol=1e-10, atol=0)
+    refined = gpscale.fit(folder, target="y", method="rff", subsample=400, refine=2, **opts)
+    assert {h["phase"] for h in refined.result.history} == {"subsample", "all rows"}
+    assert refined.result.objective <= float(pred.model.nlml()) + 1e-9
+    with pytest.raises(ValueError, match="subsample"):
+        gpscale.fit(X, y, method="rff", subsample=1)

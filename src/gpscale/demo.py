@@ -10,6 +10,7 @@ Cholesky, so the work grows steeply with the four-fold n).
 
 from __future__ import annotations
 
+import importlib.util
 import sys
 import time
 from dataclasses import dataclass
@@ -110,7 +111,10 @@ def run(
           f"RMSE {score_rmse:.3f} ppm, NLPD {score_nlpd:.3f} (nats per point, ppm scale)",
           file=stream)
     path = None
-    if plot:
+    if plot and importlib.util.find_spec("matplotlib") is None:
+        print("no forecast plot: matplotlib is not installed (pip install 'gpscale[plot]')",
+              file=stream)
+    elif plot:
         path = _plot(pred, X, y, train, test, X_train, y_train, score_rmse, score_nlpd,
                      Path(out))
         print(f"forecast plot saved to {path}", file=stream)

@@ -11,6 +11,7 @@ A runner is ``run(args, rec)``: it reads its options from ``args`` (argparse), c
 from __future__ import annotations
 
 import datetime as _dt
+import importlib.util
 import io
 import json
 import math
@@ -337,7 +338,11 @@ class Recorder:
         stem = self.out_dir / self.bench
         lines = [json.dumps(r, allow_nan=False) for r in [*self.records, row]]
         paths = {"jsonl": atomic_write(stem.with_suffix(".jsonl"), "\n".join(lines) + "\n")}
-        paths["png"] = atomic_write(stem.with_suffix(".png"), self._png(plot, row))
+        if importlib.util.find_spec("matplotlib") is not None:  # plots are an extra
+            paths["png"] = atomic_write(stem.with_suffix(".png"), self._png(plot, row))
+        else:
+            print("gpscale bench: matplotlib is not installed, so no plot was drawn: "
+                  "pip install 'gpscale[plot]'", file=sys.stderr)
         paths["md"] = atomic_write(stem.with_suffix(".md"), self.markdown(row, title))
         return paths
 

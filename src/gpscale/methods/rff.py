@@ -7,6 +7,7 @@ from __future__ import annotations
 import torch
 
 from ..features import RandomFourierFeatures
+from ..io.sample import sample_rows
 from ..kernels import RBF, Kernel, Matern, Scale
 from ..models import FeatureGP
 from ..models.feature import PartitionRows
@@ -27,22 +28,80 @@ def spectral_kind(kernel: Kernel, method: str) -> tuple[str, bool]:
                      "'matern12-ard', 'matern32-ard', 'matern52-ard')")
 
 
+#: ``subsample="auto"`` learns θ on this many rows first when n is over twice as large
+AUTO_SUBSAMPLE = 100_000
+
+
 @register("rff", "random Fourier features (orthogonal), ML-II by L-BFGS", streams=True)
 def fit_rff(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: Kernel,
             num_features: int = 512, noise: float = 0.1, max_iter: int = 200, seed: int = 0,
-            progress: bool = False,
+            subsample: int | str | None = "auto", refine: int = 2, progress: bool = False,
             device: torch.device | str | None = None) -> tuple[FeatureGP, FitResult]:
     """Weight-space GP on ``num_features`` orthogonal random Fourier features of the
     kernel's spectral density, lengthscales, signal variance and noise by L-BFGS. ``X``
     may be :class:`PartitionRows` (y None): every L-BFGS evaluation is then a statistics
-    pass and a gradient pass over the partitions, in process or on a dask cluster."""
+    pass and a gradient pass over the partitions, in process or on a dask cluster.
+
+    At large n those passes dominate, so with ``subsample=m`` θ is first learned (up to
+    ``max_iter`` iterations) on a uniform random sample of about m rows held in memory,
+    then refined by at most ``refine`` L-BFGS iterations on all rows (stopping early once
+    the NLML stops moving), and the model keeps the statistics of all rows.
+    ``"auto"``: m = 100 000 when n is over 200 000, else every row from the start."""
     kind, ard = spectral_kind(kernel, "rff")
     streamed = isinstance(X, PartitionRows)
     d = X.num_features if streamed else X.shape[1]
     feats = RandomFourierFeatures(d, check_int("num_features", num_features, 2),
                                   kernel=kind, ard=ard, seed=check_int("seed", seed, 0))
     noise = check_positive("noise", noise)
-    model = (FeatureGP(feats, rows=X, noise=noise, device=device) if streamed
-             else FeatureGP(feats, X, y, noise=noise, device=device))
-    return model, fit_lbfgs(model, max_iter=check_int("max_iter", max_iter, 1),
-                            progress=progress, method="rff")
+    max_iter, refine = check_int("max_iter", max_iter, 1), check_int("refine", refine, 0)
+
+    def full(noise: float) -> FeatureGP:
+        return (FeatureGP(feats, rows=X, noise=noise, device=device) if streamed
+                else FeatureGP(feats, X, y, noise=noise, device=device))
+
+    n = sum(int(p.num_rows) for p in X.partitions) if streamed else X.shape[0]
+    m = _subsample_size(subsample, n)
+    if m is None:
+        model = full(noise)
+        return model, fit_lbfgs(model, max_iter=max_iter, progress=progress, method="rff")
+    Xs, ys = _sample(X, y, m, seed)
+    small = FeatureGP(feats, Xs, ys, noise=noise, device=device)
+    first = fit_lbfgs(small, max_iter=max_iter, progress=progress, method="rff")
+    model = full(float(small.noise.detach()))
+    model.weight = small.weight.detach().clone()
+    if refine == 0:
+        return model, first
+    result = fit_lbfgs(model, max_iter=refine, progress=progress, method="rff",
+                       ftol=REFINE_FTOL)
+    result.history = [{**h, "phase": "subsample"} for h in first.history] + [
+        {**h, "phase": "all rows"} for h in result.history]
+    result.n_evals += first.n_evals
+    result.wall_s += first.wall_s
+    return model, result
+
+
+#: the full-data refinement stops once an iteration lowers the NLML by less than this
+#: fraction of it
+REFINE_FTOL = 1e-6
+
+
+def _subsample_size(subsample: int | str | None, n: int) -> int | None:
+    if subsample is None:
+        return None
+    if subsample == "auto":
+        return AUTO_SUBSAMPLE if n > 2 * AUTO_SUBSAMPLE else None
+    m = check_int("subsample", subsample, 2)
+    return m if m < n else None
+
+
+def _sample(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, m: int,
+            seed: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """About m rows drawn uniformly (standardised like the rows they come from)."""
+    if not isinstance(X, PartitionRows):
+        gen = torch.Generator().manual_seed(seed)
+        idx = torch.randperm(X.shape[0], generator=gen)[:m].to(X.device)
+        return X[idx], y[idx]
+    Xr, yr = sample_rows(X.partitions, m, seed=seed, client=X.client)
+    if X.scaler is not None:
+        Xr, yr = X.scaler.transform_x(Xr), X.scaler.transform_y(yr)
+    return torch.as_tensor(Xr, dtype=torch.float64), torch.as_tensor(yr, dtype=torch.float64)
