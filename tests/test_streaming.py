@@ -199,3 +199,15 @@ def test_rff_subsample_learns_theta_on_the_sample_then_refines_on_all_rows(tmp_p
     assert refined.result.objective <= float(pred.model.nlml()) + 1e-9
     with pytest.raises(ValueError, match="subsample"):
         gpscale.fit(X, y, method="rff", subsample=1)
+
+
+@pytest.mark.parametrize("method", ["admm-kfold", "admm-consensus"])
+def test_admm_folds_as_tasks_on_the_cluster_equal_in_process(client, method):
+    """K-fold and consensus GPCV-ADMM send their folds to the cluster: the same fit."""
+    X, y = make_data(160, seed=10)
+    opts = {"max_iter": 3, "seed": 1}
+    here = gpscale.fit(X, y, method=method, **opts)
+    there = gpscale.fit(X, y, method=method, scheduler=client, **opts)
+    assert there.result.n_evals == here.result.n_evals
+    np.testing.assert_allclose(there.result.objective, here.result.objective, rtol=1e-10)
+    np.testing.assert_allclose(there.predict(X[:15]), here.predict(X[:15]), rtol=1e-9)

@@ -54,13 +54,10 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
     if target is not None:
         raise ValueError("target= names the target column of a file or data frame given as "
                          "X alone; with X and y in memory leave it out")
-    if scheduler is not None or workers is not None:
-        if not m.streams:
-            raise ValueError(f"method {m.name!r} trains in this process; scheduler= and "
-                             "workers= apply to the methods that stream statistics: "
-                             f"{sorted(n for n, v in METHODS.items() if v.streams)}")
+    if (scheduler is not None or workers is not None) and m.streams:
         source = open_source((writable(X), writable(y)))
         return _fit_source(source, m, kernel, standardize, scheduler, workers, options)
+    _check_cluster_use(m, scheduler, workers)
     Xt, yt = check_xy(writable(X), writable(y))
     if Xt.shape[0] < 2:
         raise ValueError(f"got 1 sample (X has shape {tuple(Xt.shape)}); a GP needs at "
@@ -70,7 +67,9 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
     scaler = Standardizer.fit(Xn, yn) if standardize else Standardizer.identity(Xn.shape[1])
     Xs = torch.as_tensor(scaler.transform_x(Xn), dtype=torch.float64)
     ys = torch.as_tensor(scaler.transform_y(yn), dtype=torch.float64)
-    model, result = m.fit_fn(Xs, ys, k, **options)
+    with connect(scheduler, workers) as client:
+        extra = {"client": client} if m.cluster else {}
+        model, result = m.fit_fn(Xs, ys, k, **options, **extra)
     return Predictor(model, scaler, result, method=m.name, kernel_name=kernel_name,
                      standardize=bool(standardize), feature_names=column_names(X),
                      target_name=_series_name(y))
@@ -83,12 +82,10 @@ def _fit_source(source: Source, m: Method, kernel: str | Kernel, standardize: bo
         raise ValueError(f"{source.description} has no target: pass y with X in memory, or "
                          "name the target column of a file or data frame with target=")
     if not m.streams:
-        if scheduler is not None or workers is not None:
-            raise ValueError(f"method {m.name!r} trains in this process on rows in memory; "
-                             "scheduler= and workers= apply to the methods that stream "
-                             f"statistics: {sorted(n for n, v in METHODS.items() if v.streams)}")
+        _check_cluster_use(m, scheduler, workers)
         X, y = source.to_arrays()
-        pred = fit(X, y, m.name, kernel, standardize, **options)
+        pred = fit(X, y, m.name, kernel, standardize, scheduler=scheduler, workers=workers,
+                   **options)
         pred.feature_names, pred.target_name = source.feature_names, source.target_name
         return pred
     k, kernel_name = _kernel(kernel, source.num_features)
@@ -105,6 +102,13 @@ def _fit_source(source: Source, m: Method, kernel: str | Kernel, standardize: bo
     return Predictor(model, scaler, result, method=m.name, kernel_name=kernel_name,
                      standardize=bool(standardize), feature_names=source.feature_names,
                      target_name=source.target_name)
+
+
+def _check_cluster_use(m: Method, scheduler: Any, workers: int | None) -> None:
+    if (scheduler is not None or workers is not None) and not (m.streams or m.cluster):
+        uses = sorted(n for n, v in METHODS.items() if v.streams or v.cluster)
+        raise ValueError(f"method {m.name!r} trains in this process; scheduler= and "
+                         f"workers= apply to the methods that use a cluster: {uses}")
 
 
 def _kernel(kernel: str | Kernel, d: int) -> tuple[Kernel, str]:

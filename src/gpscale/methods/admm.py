@@ -35,6 +35,7 @@ def _admm(fit_fn, name: str):
 register_method("admm-hocv", _admm(fit_admm_hocv, "admm-hocv"),
                 "exact GP, hold-out cross-validation by GPCV-ADMM")
 register_method("admm-kfold", _admm(fit_admm_kfold, "admm-kfold"),
-                "exact GP, K-fold cross-validation by per-fold GPCV-ADMM (averaged θ)")
+                "exact GP, K-fold cross-validation by per-fold GPCV-ADMM (averaged θ)",
+                cluster=True)
 register_method("admm-consensus", _admm(fit_admm_consensus, "admm-consensus"),
-                "exact GP, K-fold cross-validation by consensus ADMM")
+                "exact GP, K-fold cross-validation by consensus ADMM", cluster=True)

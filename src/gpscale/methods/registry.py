@@ -34,6 +34,9 @@ class Method:
     #: fit_fn also accepts X = :class:`~gpscale.models.feature.PartitionRows` (y None):
     #: it trains from passes over rows that stay in their files or on a cluster
     streams: bool = False
+    #: fit_fn takes ``client=`` (a dask.distributed Client, or None) and sends independent
+    #: pieces of its work (e.g. cross-validation folds) to that cluster as tasks
+    cluster: bool = False
 
     def check_options(self, options: dict[str, Any]) -> None:
         """ValueError naming the options this method does not take."""
@@ -49,17 +52,18 @@ METHODS: dict[str, Method] = {}
 
 def register_method(name: str, fit_fn: FitFn, description: str = "",
                     options: list[str] | tuple[str, ...] | None = None,
-                    replace: bool = False, streams: bool = False) -> Method:
+                    replace: bool = False, streams: bool = False,
+                    cluster: bool = False) -> Method:
     """Make ``fit_fn`` available as ``method=name`` in :func:`gpscale.fit`, the estimator
     and the CLI. ``options`` lists the keyword options accepted (default: read off
     ``fit_fn``'s signature after ``X, y, kernel``; ``**kwargs`` there means any).
-    ``streams``: ``fit_fn`` also trains from ``X = PartitionRows`` (see :class:`Method`)."""
+    ``streams``, ``cluster``: what ``fit_fn`` can do with a cluster (see :class:`Method`)."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"method name must be a non-empty string, got {name!r}")
     if name in METHODS and not replace:
         raise ValueError(f"method {name!r} is already registered; pass replace=True")
     options = _keyword_options(fit_fn) if options is None else tuple(options)
-    METHODS[name] = Method(name, fit_fn, description, options, streams)
+    METHODS[name] = Method(name, fit_fn, description, options, streams, cluster)
     return METHODS[name]
 
 

@@ -4,7 +4,8 @@ and the principled consensus scheme (eq. 15–16).
 Each fold is a pure function of (fold data, options) — :func:`run_fold` and
 :func:`consensus_local` take a picklable :class:`FoldSpec` and return plain data —
 so folds run in-process (``workers=1``), on a local process pool
-(``concurrent.futures.ProcessPoolExecutor``), or unchanged on a dask cluster later.
+(``concurrent.futures.ProcessPoolExecutor``), or as tasks on a dask.distributed cluster
+(``client=``, see :func:`gpscale.distributed.fold_map`).
 
 Consensus ADMM over local raw hyperparameters θ_k and the global θ̄ (eq. 16):
 
@@ -27,6 +28,7 @@ from typing import Any
 
 import torch
 
+from ..distributed import fold_map
 from ..kernels import Kernel
 from ..models.exact import ExactGP
 from ..params import positive_params
@@ -126,19 +128,29 @@ def _init_worker(threads: int) -> None:
     torch.set_num_threads(threads)  # in the worker process only
 
 
-class _Runner:
-    """map() over folds: in-process for ``workers=1``, else a spawned process pool."""
+def _star(args: tuple, task) -> Any:
+    return task(*args)
 
-    def __init__(self, workers: int) -> None:
+
+class _Runner:
+    """map() over folds: in-process for ``workers=1``, a spawned process pool for more,
+    or tasks on a dask.distributed ``client``."""
+
+    def __init__(self, workers: int, client: Any = None) -> None:
         if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
             raise ValueError(f"workers must be an int >= 1, got {workers!r}")
-        self.pool = None
+        if client is not None and workers > 1:
+            raise ValueError("give client= (a dask cluster runs the folds) or workers > 1 "
+                             "(a local process pool), not both")
+        self.pool, self.client = None, client
         if workers > 1:
             threads = max(1, (os.cpu_count() or 1) // workers)
             self.pool = ProcessPoolExecutor(workers, mp_context=get_context("spawn"),
                                             initializer=_init_worker, initargs=(threads,))
 
     def map(self, fn, *iterables) -> list[Any]:
+        if self.client is not None:
+            return fold_map(self.client, _star, list(zip(*iterables)), task=fn)
         if self.pool is None:
             return [fn(*args) for args in zip(*iterables)]
         return list(self.pool.map(fn, *iterables))
@@ -168,14 +180,16 @@ def _check_device(model: ExactGP, workers: int) -> None:
 
 
 def fit_admm_kfold(model: ExactGP, k: int = 2, *, seed: int | torch.Generator | None = 0,
-                   workers: int = 1, options: ADMMOptions | None = None,
+                   workers: int = 1, client: Any = None, options: ADMMOptions | None = None,
                    on_divergence: str = "warn", scale: str = "ml",
                    **overrides: Any) -> FitResult:
     """Naive K-fold GPCV-ADMM (§3.2; method ``admm-kfold``): Algorithm 1 on every fold
     (fold k validates, the rest trains), then θ = mean_k θ^(k) in the hyperparameters'
     own units (the paper's average). ``objective`` is :func:`kfold_cv_loss` at the
     averaged θ; ``history`` holds every fold's iterations (key ``fold``). Ctrl-C ends
-    the run with the average of the folds finished so far (each at its best θ).
+    the run with the average of the folds finished so far (each at its best θ). Folds
+    run in this process, in ``workers`` local processes, or as tasks of a dask
+    ``client``.
     ``scale``: as :func:`~gpscale.train.admm.fit_admm_hocv` (after the averaging)."""
     check_fit_args(model, on_divergence, scale)
     _check_device(model, workers)
@@ -183,9 +197,9 @@ def fit_admm_kfold(model: ExactGP, k: int = 2, *, seed: int | torch.Generator | 
     t0 = time.perf_counter()
     folds = kfold_indices(model.n, k, seed)
     specs, outs, stopped = fold_specs(model, folds), [], False
-    runner = _Runner(workers)
+    runner = _Runner(workers, client)
     try:
-        if workers == 1:  # in-process: a Ctrl-C inside a fold ends the remaining folds
+        if workers == 1 and client is None:  # a Ctrl-C inside a fold ends the rest
             for spec in specs:
                 outs.append(run_fold(spec, opts))
                 if outs[-1]["reason"] == "interrupted":
@@ -213,7 +227,8 @@ def fit_admm_kfold(model: ExactGP, k: int = 2, *, seed: int | torch.Generator | 
 
 
 def fit_admm_consensus(model: ExactGP, k: int = 2, *, seed: int | torch.Generator | None = 0,
-                       workers: int = 1, tau: float | None = None, local_iters: int = 1,
+                       workers: int = 1, client: Any = None, tau: float | None = None,
+                       local_iters: int = 1,
                        options: ADMMOptions | None = None, on_divergence: str = "warn",
                        scale: str = "ml", **overrides: Any) -> FitResult:
     """Consensus K-fold GPCV-ADMM (eq. 15–16; method ``admm-consensus``).
@@ -223,7 +238,8 @@ def fit_admm_consensus(model: ExactGP, k: int = 2, *, seed: int | torch.Generato
     when ‖Δθ̄‖ < ε (constrained units) and max_k ‖θ_k − θ̄‖ < ε (raw), or after
     ``max_iter`` rounds. On divergence or Ctrl-C the best θ̄ (lowest mean fold
     validation MSE among feasible rounds) is kept. ``scale``: as
-    :func:`~gpscale.train.admm.fit_admm_hocv` (applied to θ̄).
+    :func:`~gpscale.train.admm.fit_admm_hocv` (applied to θ̄). The folds of each round
+    run as in :func:`fit_admm_kfold` (``workers`` or ``client``).
 
     The default τ holds θ_k near θ̄, so θ̄ moves slowly: with the ``TANGENT`` preset's
     ε = 1e-2 on the paper's synthetic sets the rounds can stop as converged with θ̄
@@ -252,7 +268,7 @@ def fit_admm_consensus(model: ExactGP, k: int = 2, *, seed: int | torch.Generato
     history: list[dict[str, Any]] = []
     best = (math.inf, bar_theta.clone(), 0)
     reason, message, n_evals = "max_iter", "", 0
-    runner = _Runner(workers)
+    runner = _Runner(workers, client)
     try:
         for it in range(1, opts.max_iter + 1):
             proxes = [(mu, bar_theta, tau) for mu in mus]
