@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 from . import __version__, api
+from .files import check_output
 from .io import find_files, open_source, write_table
 from .kernels import KERNELS
 from .threads import thread_limit
@@ -79,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--workers", type=int, default=None, metavar="N",
                      help="start a local dask cluster of N worker processes for those passes")
     fit.add_argument("--out", required=True, help="model file to write (e.g. model.pt)")
+    fit.add_argument("--save-partial", action="store_true",
+                     help="when interrupted (Ctrl-C), save the model trained so far (the "
+                     "command still exits 130); by default nothing is written")
 
     pred = sub.add_parser("predict", parents=[common], help="predict with a saved model",
                           description="Write the predictive mean and standard deviation "
@@ -111,7 +113,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         with thread_limit(args.threads):
             return {"demo": _demo, "fit": _fit, "predict": _predict}[args.command](args)
     except KeyboardInterrupt:
-        print("gpscale: interrupted", file=sys.stderr)
+        print("gpscale: interrupted; no output was written (earlier files are as they were)",
+              file=sys.stderr)
         return 130
     except (ValueError, OSError) as err:
         print(f"gpscale: error: {err}", file=sys.stderr)
@@ -127,7 +130,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    _check_out(args.out, inputs=[Path(f) for f in find_files(args.data)])
+    check_output(args.out, inputs=find_files(args.data))
     method = api.get_method(args.method)
     source = open_source(args.data, target=args.target)
     if not method.streams and (size := source.memory_bytes()) >= NOTICE_BYTES:
@@ -142,14 +145,19 @@ def _fit(args: argparse.Namespace) -> int:
     predictor = api.fit(source, method=args.method, kernel=args.kernel,
                         standardize=not args.no_standardize, scheduler=args.scheduler,
                         workers=args.workers, **options)
+    interrupted = predictor.result.reason == "interrupted"
+    if interrupted and not args.save_partial:
+        print(f"gpscale: interrupted; nothing was saved ({args.out} is as it was). "
+              "--save-partial keeps the model trained so far", file=sys.stderr)
+        return 130
     predictor.save(args.out)
     print(predictor.summary())
-    print(f"model saved to {args.out}")
-    return 0
+    print(f"{'partial ' if interrupted else ''}model saved to {args.out}")
+    return 130 if interrupted else 0
 
 
 def _predict(args: argparse.Namespace) -> int:
-    _check_out(args.out, inputs=[*map(Path, find_files(args.data)), Path(args.model)])
+    check_output(args.out, inputs=[*find_files(args.data), args.model])
     predictor = api.load(args.model)
     columns = open_source(args.data).feature_names  # every column, read from the header
     names = predictor.match_columns(columns, args.data)
@@ -177,21 +185,6 @@ def _bench(rest: list[str]) -> int:
         raise ValueError("gpscale bench is unavailable: gpscale.bench has no main()")
     status = bench_main(rest)
     return int(status) if status is not None else 0
-
-
-# -- outputs --------------------------------------------------------------------------------
-def _check_out(out: str, inputs: list[Path]) -> None:
-    """Refuse, before any work, an output whose folder is missing or that is one of the
-    inputs (it would be overwritten)."""
-    path = Path(out)
-    if not path.parent.is_dir():
-        raise FileNotFoundError(f"output directory {str(path.parent)!r} does not exist; "
-                                "create it first")
-    if path.exists():
-        for p in inputs:
-            if p.exists() and os.path.samefile(path, p):
-                raise ValueError(f"--out {out!r} is the input file {str(p)!r}; give another "
-                                 "name so the input is not overwritten")
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -69,7 +69,7 @@ def fit_rff(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: Ker
     first = fit_lbfgs(small, max_iter=max_iter, progress=progress, method="rff")
     model = full(float(small.noise.detach()))
     model.weight = small.weight.detach().clone()
-    if refine == 0:
+    if refine == 0 or first.reason == "interrupted":
         return model, first
     result = fit_lbfgs(model, max_iter=refine, progress=progress, method="rff",
                        ftol=REFINE_FTOL)

@@ -73,6 +73,10 @@ def fit_lbfgs(
             best_f, best_params, best_run = out["best_f"], out["best_params"], out
         if out["reason"] == "interrupted":
             break
+    if best_run is not None and best_run["reason"] == "interrupted" and not math.isfinite(
+            best_f):
+        restore(params, start)
+        raise KeyboardInterrupt  # stopped before any evaluation finished: nothing to keep
     if best_run is None or not math.isfinite(best_f):
         raise RuntimeError(
             "L-BFGS found no evaluation with a finite objective; check the data "
