@@ -218,3 +218,24 @@ def test_buffer_rows_is_for_sources_and_y_comes_with_the_rows(tmp_path):
     with pytest.raises(ValueError, match="exceeds"):
         fit_minimax(rows, None, feats, batch_size=61)
     assert all(get_method(m).streams for m in OPTIONS)
+
+
+def test_on_a_local_cluster_the_same_fit_as_in_process(tmp_path):
+    """Checkpoints and the final statistics as tasks on 2 worker processes (the stream
+    itself is read here): the same numbers as the passes in this process."""
+    distributed = pytest.importorskip("distributed")
+    from pathlib import Path
+
+    X, y = smooth(300)
+    folder = write(tmp_path / "d", X, y)
+    kw = OPTIONS["scgd"] | {"epochs": 1, "eval_every": 4}
+    here = gpscale.fit(str(folder), target="y", method="scgd", **kw)
+    src = str(Path(gpscale.__file__).resolve().parents[1])
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, env={"PYTHONPATH": src}) as cluster, \
+            distributed.Client(cluster) as client:
+        there = gpscale.fit(str(folder), target="y", method="scgd", scheduler=client, **kw)
+    assert there.model.rows is None and len(there.result.history) == 3  # 12 steps
+    assert math.isclose(there.result.objective, here.result.objective, rel_tol=1e-12)
+    np.testing.assert_allclose(there.predict(X[:30]), here.predict(X[:30]), rtol=1e-10,
+                               atol=1e-12)
