@@ -21,8 +21,12 @@ Every row appears exactly once per epoch, in ceil(n / batch_size) minibatches, a
 With ``buffer_rows`` >= n the epoch is a uniformly random permutation of all rows (the
 in-memory path's distribution, though not its numbers); with a buffer of about one
 partition, a minibatch mixes rows of a few consecutive partitions of that epoch's random
-order, so rows of one partition stay correlated. ``gpscale bench stream-shuffle``
-measures what that costs. Memory: up to ``buffer_rows + rows`` rows of (X, y) in float64.
+order, so rows of one partition stay correlated (the rows of one chunk in memory are
+always mixed, whatever the buffer). ``gpscale bench stream-shuffle`` measures what that
+costs. Memory: up to ``buffer_rows + rows`` rows of (X, y) in float64.
+
+The partitions are read in the training process (a dask block is computed by dask's
+current scheduler and its rows sent here); a file must therefore be readable from here.
 """
 
 from __future__ import annotations
