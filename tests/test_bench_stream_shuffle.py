@@ -30,3 +30,8 @@ def test_stream_shuffle_bench_tiny(tmp_path, data_dir):
     assert math.isclose(row["dnlml_sorted_scgd_buffer_full"],
                         fits[2]["nlml"] - fits[0]["nlml"], rel_tol=1e-12)
     assert list(row["targets"]) == ["|Δnlml| scgd sorted full buffer <= 0.01"]
+    comp = [r for r in recs if r["kind"] == "comparison"]
+    assert [r["buffer_groups"] for r in comp] == ["permutation", "1", "full"]
+    assert "dnlml" not in comp[0] and math.isclose(comp[2]["dnlml"],
+                                                   row["dnlml_sorted_scgd_buffer_full"])
+    assert comp[1]["epoch_s_ratio"] > 0 and comp[1]["test_rmse"] == fits[1]["test_rmse"]

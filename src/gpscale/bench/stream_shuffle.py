@@ -122,6 +122,7 @@ def run(args, rec) -> None:
                 lr=args.lr, row_group=args.row_group, files=args.files,
                 seeds=list(args.seeds))
     results: dict[tuple, list[float]] = {}
+    read_s: dict[tuple, float] = {}
     with tempfile.TemporaryDirectory(prefix="gpscale-stream-shuffle-") as tmp:
         for order in args.orders:
             idx = np.argsort(y, kind="stable") if order == "sorted" else np.arange(n)
@@ -137,9 +138,11 @@ def run(args, rec) -> None:
                 configs.append(("stream", b, size))
             for source, groups, size in configs:
                 data = (Xs, ys) if size is None else (rows, None)
+                read_s[(order, groups or "permutation")] = _read_epoch_s(
+                    data if size is None else rows, args.batch_size, size, n)
                 rec.record(kind="read", order=order, source=source, buffer_groups=groups,
-                           buffer_rows=size, read_epoch_s=_read_epoch_s(
-                               data if size is None else rows, args.batch_size, size, n))
+                           buffer_rows=size,
+                           read_epoch_s=read_s[(order, groups or "permutation")])
                 for method in args.methods:
                     for seed in args.seeds:
                         feats = ScaledFeatures(RandomFourierFeatures(
@@ -158,6 +161,8 @@ def run(args, rec) -> None:
                         key = (order, method, groups or "permutation")
                         results.setdefault(key, []).append(res.objective)
                         results.setdefault(key + ("rmse",), []).append(rmse)
+                        results.setdefault(key + ("epoch_s",), []).append(wall / args.epochs)
+    _compare(rec, results, read_s)
     for (order, method, groups, *what), values in results.items():
         if what:
             continue
@@ -179,6 +184,28 @@ def run(args, rec) -> None:
     rec.note("Δnlml = NLML per point (streamed) − NLML per point (in-memory permutation), "
              "mean over seeds; the same seed gives different batches on the two paths, so "
              "differences of the size of the seed-to-seed spread are noise.")
+
+
+def _compare(rec, results: dict[tuple, list[float]], read_s: dict[tuple, float]) -> None:
+    """One ``comparison`` row per (order, method, source): means over the seeds and the
+    differences from the in-memory permutation."""
+    for (order, method, groups, *what), nlml in results.items():
+        if what:
+            continue
+        base = (order, method, "permutation")
+        row = {"order": order, "method": method, "buffer_groups": groups,
+               "nlml": statistics.mean(nlml),
+               "test_rmse": statistics.mean(results[(order, method, groups, "rmse")]),
+               "epoch_s": statistics.mean(results[(order, method, groups, "epoch_s")]),
+               "read_epoch_s": read_s[(order, groups)]}
+        if groups != "permutation":
+            row["dnlml"] = row["nlml"] - statistics.mean(results[base])
+            row["dtest_rmse"] = row["test_rmse"] - statistics.mean(results[base + ("rmse",)])
+            row["epoch_s_ratio"] = row["epoch_s"] / statistics.mean(
+                results[base + ("epoch_s",)])
+        if len(nlml) > 1:
+            row["nlml_seed_sd"] = statistics.stdev(nlml)
+        rec.record(kind="comparison", **row)
 
 
 def _plot(fig, records: list[dict], row: dict) -> None:
