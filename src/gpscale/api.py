@@ -98,7 +98,8 @@ def _fit_source(source: Source, m: Method, kernel: str | Kernel, standardize: bo
         if model.n < 2:
             raise ValueError(f"{source.description} has {model.n} row(s); a GP needs at "
                              "least 2 samples to learn hyperparameters")
-        model.freeze()  # the statistics at the fitted θ, read while the cluster is up
+        if hasattr(model, "freeze"):  # e.g. SVGP keeps no rows: nothing to freeze
+            model.freeze()  # the statistics at the fitted θ, read while the cluster is up
     return Predictor(model, scaler, result, method=m.name, kernel_name=kernel_name,
                      standardize=bool(standardize), feature_names=source.feature_names,
                      target_name=source.target_name)

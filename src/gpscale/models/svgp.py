@@ -22,6 +22,7 @@ ELBO stays a lower bound on the exact log marginal likelihood).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 import torch
@@ -123,15 +124,22 @@ class SVGP(GPModel):
         blocks: one O(n m²) pass, O(m² + block·m) memory. The ELBO is then Titsias'
         collapsed bound, the best start for the stochastic phase."""
         self._check_batch(X, y)
+        self.set_optimal_q_chunks((X[s : s + block], y[s : s + block])
+                                  for s in range(0, X.shape[0], block))
+
+    @torch.no_grad()
+    def set_optimal_q_chunks(self, chunks: Iterable[tuple[torch.Tensor, torch.Tensor]]
+                             ) -> None:
+        """:meth:`set_optimal_q` from (X, y) row chunks, e.g. read from files."""
         Lz = self.prior_chol()
         m = self.num_inducing
         AAt = torch.zeros(m, m, dtype=Lz.dtype, device=Lz.device)
         Ay = torch.zeros(m, dtype=Lz.dtype, device=Lz.device)
-        for s in range(0, X.shape[0], block):
-            A = torch.linalg.solve_triangular(Lz, self.kernel(self.Z, X[s : s + block]),
-                                              upper=False)
+        for Xc, yc in chunks:
+            self._check_batch(Xc, yc)
+            A = torch.linalg.solve_triangular(Lz, self.kernel(self.Z, Xc), upper=False)
             AAt += A @ A.mT
-            Ay += A @ y[s : s + block]
+            Ay += A @ yc
         s2 = self.noise.detach()
         eye = torch.eye(m, dtype=Lz.dtype, device=Lz.device)
         R = robust_cholesky(eye + AAt / s2)

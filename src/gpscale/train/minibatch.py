@@ -1,18 +1,21 @@
 """The minibatch loop shared by the stochastic trainers (MINIMAX, SCGD, BSGD, SVGP).
 
-A method supplies ``step(batch, t)``: one update on the rows ``batch`` (a LongTensor)
-at step ``t`` = 1, 2, …, returning the batch objective (a float) or ``None``. The loop
-owns everything else: seeded epoch permutations, the learning-rate schedule of the
-method's optimisers, evaluation checkpoints that keep the iterate with the best value
-of ``evaluate()`` (the papers report the best exact NLML seen), divergence and Ctrl-C
-handling, a time budget and the :class:`FitResult`.
+A method supplies ``step(batch, t)``: one update on the rows ``batch`` (a LongTensor of
+row indices, or whatever the ``batches`` hook yields, e.g. ``(X, y)`` tensors of rows
+read from a source by :class:`~gpscale.train.batches.ShuffledStream`) at step ``t`` =
+1, 2, …, returning the batch objective (a float) or ``None``. The loop owns everything
+else: seeded epochs (random permutations of the rows, or the hook's), the learning-rate
+schedule of the method's optimisers, evaluation checkpoints that keep the iterate with
+the best value of ``evaluate()`` (the papers report the best exact NLML seen),
+divergence and Ctrl-C handling, a time budget and the :class:`FitResult`.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 import torch
 from tqdm.auto import tqdm
@@ -94,6 +97,7 @@ def run_minibatch(
     theta: Callable[[], dict[str, list[float]]] | None = None,
     optimizers: Sequence[torch.optim.Optimizer] = (),
     lr_schedule: str = "constant",
+    batches: Callable[[torch.Generator], Iterable[Any]] | None = None,
 ) -> FitResult:
     """Run ``step`` over ``epochs`` passes of random minibatches.
 
@@ -105,6 +109,9 @@ def run_minibatch(
     Before step t the learning rate of every parameter group of ``optimizers`` is set
     to its initial value times ``LR_SCHEDULES[lr_schedule](t, T)``, T the planned
     number of steps (a ``max_time`` stop ends the schedule early).
+    ``batches(generator)``: one epoch's minibatches, drawn with the loop's generator
+    (default: :func:`epoch_batches` over ``n`` rows); it must yield ceil(n / batch_size)
+    of them, as :meth:`~gpscale.train.batches.ShuffledStream.epoch` does.
     """
     batch_size = check_batch_size(batch_size, n)
     schedule = LR_SCHEDULES[check_lr_schedule(lr_schedule)]
@@ -117,6 +124,9 @@ def run_minibatch(
     if eval_every < 1:
         raise ValueError(f"eval_every must be a positive integer, got {eval_every}")
     gen = make_generator(seed)
+    if batches is None:
+        def batches(g: torch.Generator) -> Iterator[torch.Tensor]:
+            return epoch_batches(n, batch_size, g, device)
     t0 = time.perf_counter()
     best = {"value": math.inf, "params": snapshot(params), "step": 0}
     history: list[dict] = []
@@ -140,7 +150,8 @@ def run_minibatch(
     reason, t = "max_epochs", 0
     try:
         while t < total:
-            for batch in epoch_batches(n, batch_size, gen, device):
+            epoch = iter(batches(gen))
+            for batch in epoch:
                 t += 1
                 factor = schedule(t, total)
                 for opt, bases in zip(optimizers, base_lrs):
@@ -158,6 +169,7 @@ def run_minibatch(
                     checkpoint(t)
                 if t >= total or (max_time is not None and time.perf_counter() - t0 > max_time):
                     break
+            getattr(epoch, "close", lambda: None)()  # a stream lets go of its files now
             if reason == "diverged":
                 break
             if max_time is not None and time.perf_counter() - t0 > max_time and t < total:

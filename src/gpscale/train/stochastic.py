@@ -8,6 +8,16 @@ exact NLML per point at every checkpoint from one streaming statistics pass, bes
 iterate kept) and returns ``(FeatureGP(weights="fixed"), FitResult)``: K = ΦΦᵀ + σ²I
 with the learned features and σ². Per step the memory is O(d² + b·d) plus the
 feature map's activations on the batch, independent of n.
+
+``X`` may also be :class:`PartitionRows` (y None): rows that stay in their files. The
+minibatches then come from a :class:`~gpscale.train.batches.ShuffledStream` (partitions
+in a random order through a shuffle buffer of ``buffer_rows`` rows; in memory it is
+always the full permutation), an independent batch S̄ (MINIMAX; SCGD with
+``tracker="independent"``) from a second stream with its own seed (a second read of the
+data per epoch), and every full-data step (w₀ and F₀ at the start, the exact NLML at
+each checkpoint, the final statistics) is one statistics pass over the partitions, on
+the rows' dask cluster when they have one. The returned model is then ``freeze()``-d:
+it keeps ΦᵀΦ, Φᵀy, yᵀy, n at the final θ and no rows.
 """
 
 from __future__ import annotations
@@ -19,8 +29,10 @@ import torch
 from ..features import FeatureMap
 from ..linalg import robust_cholesky
 from ..models import FeatureGP
+from ..models.feature import PartitionRows
 from ..params import LOG_2PI, positive_params
 from ..validation import check_positive
+from .batches import ShuffledStream
 from .minibatch import (
     check_batch_size,
     check_lr_schedule,
@@ -53,8 +65,16 @@ def _setup(X, y, features, noise, dtype, device) -> tuple[FeatureGP, list[torch.
     if not isinstance(features, FeatureMap):
         raise ValueError(f"features must be a gpscale FeatureMap (e.g. RandomFourierFeatures, "
                          f"NeuralFeatures), got {type(features).__name__}")
-    model = FeatureGP(features, X, y, noise=_positive("noise", noise), weights="fixed",
-                      dtype=dtype, device=device)
+    noise = _positive("noise", noise)
+    if isinstance(X, PartitionRows):
+        if y is not None:
+            raise ValueError("with X = PartitionRows the targets come with the rows; y must "
+                             "be None")
+        model = FeatureGP(features, rows=X, noise=noise, weights="fixed", dtype=dtype,
+                          device=device)
+    else:
+        model = FeatureGP(features, X, y, noise=noise, weights="fixed", dtype=dtype,
+                          device=device)
     alpha = [p for p in model.features.parameters() if p.requires_grad]
     return model, alpha
 
@@ -92,6 +112,33 @@ def _random_batch(n: int, s: int, gen: torch.Generator, device) -> torch.Tensor:
     return torch.randperm(n, generator=gen)[:s].to(device)
 
 
+def _reader(model: FeatureGP, batch_size: int, seed: int, buffer_rows: int | None):
+    """How a trainer reads rows: (``batches`` hook of :func:`run_minibatch` or None for
+    the in-memory permutation, ``rows(batch) -> (X_S, y_S)``, ``draw(s) -> X_S̄``: the
+    inputs of an independent batch S̄ of about s rows)."""
+    n = model.n
+    check_batch_size(batch_size, n)
+    gen_bar = make_generator(int(seed) + 7919)
+    if model.rows is None:
+        if buffer_rows is not None:
+            raise ValueError("buffer_rows applies to rows streamed from a source; "
+                             "minibatches of X, y in memory come from a full permutation")
+        Xt, yt = model.X, model.y
+        return (None, lambda batch: (Xt[batch], yt[batch]),
+                lambda s: Xt[_random_batch(n, s, gen_bar, Xt.device)])
+    ref = model.noise
+    stream = ShuffledStream.from_rows(model.rows, batch_size, buffer_rows=buffer_rows,
+                                      dtype=ref.dtype, device=ref.device)
+    bar = stream.forever(gen_bar)
+    return stream.epoch, lambda batch: batch, lambda s: next(bar)[0]
+
+
+def _done(model: FeatureGP) -> None:
+    """A model trained from a source keeps its statistics at the final θ, not the rows."""
+    if model.rows is not None:
+        model.freeze()
+
+
 def fit_minimax(
     X, y, features: FeatureMap, noise: float = 0.1, batch_size: int = 32, epochs: float = 10,
     optimizer: str = "adadelta", lr: float | None = None, lr_max: float | None = None,
@@ -99,7 +146,7 @@ def fit_minimax(
     mu_max: float = 1e6, noise_min: float = 1e-4,
     zeta_max: float | None = None, lr_schedule: str = "constant", seed: int = 0,
     eval_every: int | None = None, max_time: float | None = None,
-    track_constraint: bool = False, progress: bool = False,
+    track_constraint: bool = False, progress: bool = False, buffer_rows: int | None = None,
     dtype: torch.dtype = torch.float64, device: torch.device | str | None = None,
 ) -> tuple[FeatureGP, FitResult]:
     """MINIMAX (§3.1): min over ζ = (θ, A) of max over ‖B‖_F ≤ 1 of
@@ -124,6 +171,8 @@ def fit_minimax(
     see :data:`~gpscale.train.minibatch.LR_SCHEDULES`).
     ``track_constraint``: add ``constraint_gap`` = ‖A − F(θ)‖/‖A‖ and ``mu`` to each
     checkpoint of the history (one more statistics pass per checkpoint).
+    ``buffer_rows``: the shuffle buffer when ``X`` is :class:`PartitionRows` (see the
+    module docstring); S̄ then comes from a second, independently seeded stream.
     """
     if dual_init not in ("balanced", "zero"):
         raise ValueError(f"dual_init must be 'balanced' or 'zero', got {dual_init!r}")
@@ -134,7 +183,8 @@ def fit_minimax(
     zeta_max = _positive("zeta_max", zeta_max, allow_none=True)
     noise = max(_positive("noise", noise), noise_min)
     model, alpha = _setup(X, y, features, noise, dtype, device)
-    n, Xt, yt = model.n, model.X, model.y
+    n = model.n
+    batches, rows, draw = _reader(model, batch_size, seed, buffer_rows)
     w0, gram = _init_w(model)
     w = w0.clone().requires_grad_(True)
     sigma2 = model.noise.detach().clone().requires_grad_(True)
@@ -151,7 +201,6 @@ def fit_minimax(
     B = B0.clone().requires_grad_(True)
     opt_min = make_optimizer(optimizer, [w, sigma2, A_bar, *alpha], lr)
     opt_max = make_optimizer(optimizer, [B], lr_max if lr_max is not None else lr)
-    gen_bar = make_generator(int(seed) + 7919)
     steps_per_epoch = math.ceil(n / check_batch_size(batch_size, n))
 
     def project() -> None:
@@ -162,18 +211,18 @@ def fit_minimax(
                 for p in (w, *alpha):
                     p.clamp_(-zeta_max, zeta_max)
 
-    def step(batch: torch.Tensor, t: int) -> float:
+    def step(batch, t: int) -> float:
         mu_t = min(mu * mu_growth ** ((t - 1) // steps_per_epoch), mu_max)
-        s = batch.shape[0]
+        X_S, y_S = rows(batch)
+        s = X_S.shape[0]
         opt_min.zero_grad(set_to_none=True)
-        phi = model.features(Xt[batch])
-        loss = (n / s) * psi_batch(phi, yt[batch], n, w, sigma2, n * A_bar, B.detach(), mu_t)
+        phi = model.features(X_S)
+        loss = (n / s) * psi_batch(phi, y_S, n, w, sigma2, n * A_bar, B.detach(), mu_t)
         loss.backward()
         opt_min.step()
         project()
         with torch.no_grad():  # ascent in B on an independent batch S̄, at ζ_{t+1}
-            bar = _random_batch(n, s, gen_bar, Xt.device)
-            B.grad = -grad_B(model.features(Xt[bar]), n, sigma2, n * A_bar, mu_t)
+            B.grad = -grad_B(model.features(draw(s)), n, sigma2, n * A_bar, mu_t)
         opt_max.step()
         with torch.no_grad():
             B.copy_(project_B(B))
@@ -198,10 +247,12 @@ def fit_minimax(
 
     result = run_minibatch(step, [w, sigma2, A_bar, B, *alpha], n, batch_size, epochs,
                            evaluate=evaluate, eval_every=eval_every, seed=seed,
-                           max_time=max_time, device=Xt.device, progress=progress,
+                           max_time=max_time, device=model.noise.device, progress=progress,
                            method="minimax", theta=_theta(model),
-                           optimizers=(opt_min, opt_max), lr_schedule=lr_schedule)
+                           optimizers=(opt_min, opt_max), lr_schedule=lr_schedule,
+                           batches=batches)
     sync()
+    _done(model)
     rows = [h for h in result.history if "objective" in h]
     for row, gap in zip(rows, gaps):
         row["constraint_gap"] = gap
@@ -215,6 +266,7 @@ def fit_scgd(
     b0: float = 1.0, lr_schedule: str = "constant", tracker: str = "same", seed: int = 0,
     eval_every: int | None = None, max_time: float | None = None, progress: bool = False,
     dtype: torch.dtype = torch.float64, device: torch.device | str | None = None,
+    buffer_rows: int | None = None,
 ) -> tuple[FeatureGP, FitResult]:
     """SCGD (§3.2; Wang et al. 2017) on l(θ) = g(θ) + h(F(θ)):
 
@@ -227,7 +279,8 @@ def fit_scgd(
     the paper's experiments keep AdaDelta's constant rate (``"constant"``); ``"cosine"``
     anneals it to zero over the run. ``tracker``: ``"same"`` (S' = S) or
     ``"independent"`` (S' drawn independently of S). F̃ starts at F(θ₀) and w at
-    argmin_w l(θ₀) (one streaming statistics pass).
+    argmin_w l(θ₀) (one streaming statistics pass). ``buffer_rows``: as
+    :func:`fit_minimax`.
     """
     if tracker not in ("same", "independent"):
         raise ValueError(f"tracker must be 'same' or 'independent', got {tracker!r}")
@@ -236,29 +289,30 @@ def fit_scgd(
     b0 = _positive("b0", b0)
     lr_schedule = check_lr_schedule(lr_schedule)
     model, alpha = _setup(X, y, features, noise, dtype, device)
-    n, Xt, yt = model.n, model.X, model.y
+    n = model.n
+    batches, rows, draw = _reader(model, batch_size, seed, buffer_rows)
     w0, gram = _init_w(model)
     w = w0.clone().requires_grad_(True)
     eye = torch.eye(gram.shape[0], dtype=gram.dtype, device=gram.device)
     state = {"F": gram + model.noise.detach() * eye}
     params = [w, model.raw_noise, *alpha]
     opt = make_optimizer(optimizer, params, lr)
-    gen_bar = make_generator(int(seed) + 7919)
 
-    def step(batch: torch.Tensor, t: int) -> float:
-        s = batch.shape[0]
-        phi = model.features(Xt[batch])
+    def step(batch, t: int) -> float:
+        X_S, y_S = rows(batch)
+        s = X_S.shape[0]
+        phi = model.features(X_S)
         with torch.no_grad():
             b_t = float(b) if b is not None else min(1.0, b0 / math.sqrt(t))
             if tracker == "same":
                 phi_tr, s_tr = phi.detach(), s
             else:
-                bar = _random_batch(n, s, gen_bar, Xt.device)
-                phi_tr, s_tr = model.features(Xt[bar]), s
+                phi_tr = model.features(draw(s))
+                s_tr = phi_tr.shape[0]
             F_hat = (n / s_tr) * batch_F(phi_tr, model.noise, n)
             state["F"] = (1 - b_t) * state["F"] + b_t * F_hat
         opt.zero_grad(set_to_none=True)
-        loss, estimate = scgd_batch(phi, yt[batch], n, w, model.noise, state["F"],
+        loss, estimate = scgd_batch(phi, y_S, n, w, model.noise, state["F"],
                                     return_estimate=True)
         loss.backward()
         opt.step()
@@ -266,8 +320,10 @@ def fit_scgd(
 
     result = run_minibatch(step, params, n, batch_size, epochs, evaluate=_evaluator(model),
                            eval_every=eval_every, seed=seed, max_time=max_time,
-                           device=Xt.device, progress=progress, method="scgd",
-                           theta=_theta(model), optimizers=(opt,), lr_schedule=lr_schedule)
+                           device=model.noise.device, progress=progress, method="scgd",
+                           theta=_theta(model), optimizers=(opt,), lr_schedule=lr_schedule,
+                           batches=batches)
+    _done(model)
     return model, result
 
 
@@ -276,27 +332,31 @@ def fit_bsgd(
     optimizer: str = "adadelta", lr: float | None = None, lr_schedule: str = "constant",
     seed: int = 0, eval_every: int | None = None, max_time: float | None = None,
     progress: bool = False, dtype: torch.dtype = torch.float64,
-    device: torch.device | str | None = None,
+    device: torch.device | str | None = None, buffer_rows: int | None = None,
 ) -> tuple[FeatureGP, FitResult]:
     """BSGD (Chen et al. 2020; §4.2): θ ← θ − a_t ∇l(θ; S_t), the gradient of the exact
     ML-II loss of the batch alone, l(θ; S) = y_Sᵀ(K_SS + σ²I)⁻¹y_S + log|K_SS + σ²I|,
     with the same feature kernel K_SS = Φ_SΦ_Sᵀ (biased for |S| < n; O(b³ + b²d)).
-    ``lr_schedule``: as :func:`fit_minimax`."""
+    ``lr_schedule``, ``buffer_rows``: as :func:`fit_minimax`."""
     lr_schedule = check_lr_schedule(lr_schedule)
     model, alpha = _setup(X, y, features, noise, dtype, device)
-    n, Xt, yt = model.n, model.X, model.y
+    n = model.n
+    batches, rows, _ = _reader(model, batch_size, seed, buffer_rows)
     params = [model.raw_noise, *alpha]
     opt = make_optimizer(optimizer, params, lr)
 
-    def step(batch: torch.Tensor, t: int) -> float:
+    def step(batch, t: int) -> float:
+        X_S, y_S = rows(batch)
         opt.zero_grad(set_to_none=True)
-        loss = bsgd_batch(model.features(Xt[batch]), yt[batch], model.noise)
+        loss = bsgd_batch(model.features(X_S), y_S, model.noise)
         loss.backward()
         opt.step()
-        return _per_point(loss.detach(), batch.shape[0])
+        return _per_point(loss.detach(), X_S.shape[0])
 
     result = run_minibatch(step, params, n, batch_size, epochs, evaluate=_evaluator(model),
                            eval_every=eval_every, seed=seed, max_time=max_time,
-                           device=Xt.device, progress=progress, method="bsgd",
-                           theta=_theta(model), optimizers=(opt,), lr_schedule=lr_schedule)
+                           device=model.noise.device, progress=progress, method="bsgd",
+                           theta=_theta(model), optimizers=(opt,), lr_schedule=lr_schedule,
+                           batches=batches)
+    _done(model)
     return model, result
