@@ -8,21 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from conftest import CHEAP_OPTIONS as CHEAP
 
 import gpscale
 from gpscale.models import GPModel, MeanAndVariance, model_class
 
-#: cheap options per method, so the whole registry runs in seconds
-CHEAP = {
-    "exact": {"max_iter": 5}, "rff": {"max_iter": 5, "num_features": 16},
-    "grief-ii": {"max_iter": 3, "num_features": 20},
-    "grief-i": {"num_features": 10, "n_iter": 40, "burn": 10, "thin": 10},
-    "admm-hocv": {"max_iter": 3}, "admm-kfold": {"max_iter": 3},
-    "admm-consensus": {"max_iter": 3},
-    "cholqr-vfe": {"m": 6, "max_epochs": 1}, "cholqr-dtc": {"m": 6, "max_epochs": 1},
-    "minimax": {"epochs": 1, "num_features": 16}, "scgd": {"epochs": 1, "num_features": 16},
-    "bsgd": {"epochs": 1, "num_features": 16}, "svgp": {"epochs": 1, "num_inducing": 5},
-}
 FIXTURES = Path(__file__).parent / "data" / "format_v1"
 
 

@@ -2,8 +2,11 @@ import numpy as np
 import pytest
 from sklearn.base import clone
 from sklearn.model_selection import cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
+import gpscale
 from gpscale import load
 from gpscale.sklearn import GPRegressor
 
@@ -70,3 +73,22 @@ def test_works_in_model_selection():
     X, y = _data(n=30)
     scores = cross_val_score(GPRegressor(max_iter=20), X, y, cv=3)
     assert np.all(np.isfinite(scores))
+
+
+@pytest.mark.parametrize("method", sorted(gpscale.METHODS))
+def test_every_method_through_a_pipeline_and_cross_validation(method, cheap_options):
+    """The estimator passes only the options given (None leaves the method's default),
+    so every registered method fits inside a Pipeline under cross_val_score."""
+    X, y = _data(n=60)
+    est = make_pipeline(StandardScaler(), GPRegressor(method=method,
+                                                      options=cheap_options[method]))
+    scores = cross_val_score(est, X, y, cv=3, error_score="raise")
+    assert np.all(np.isfinite(scores))
+
+
+def test_an_option_the_method_does_not_take_is_refused_not_dropped():
+    X, y = _data()
+    with pytest.raises(ValueError, match="does not take"):
+        GPRegressor(method="svgp", max_iter=5).fit(X, y)
+    with pytest.raises(ValueError, match="does not take"):
+        GPRegressor(method="rff", restarts=2).fit(X, y)

@@ -29,8 +29,10 @@ class GPRegressor(RegressorMixin, BaseEstimator):
         (copied at fit time).
     standardize : scale X's columns and y to zero mean, unit variance for training and
         map predictions back (default True).
-    max_iter, restarts, seed, noise : passed to the method when it takes them (``noise``
-        is the initial noise variance, in standardised units of y by default).
+    max_iter, restarts, seed, noise : passed to the method when given (None, the
+        default, leaves the method's own default); a method that does not take one of
+        them refuses it at fit time. ``noise`` is the initial noise variance, in
+        standardised units of y by default.
     options : further keyword options for the method (dict).
 
     Attributes
@@ -45,10 +47,10 @@ class GPRegressor(RegressorMixin, BaseEstimator):
         method: str = "exact",
         kernel: str | Kernel = "rbf-ard",
         standardize: bool = True,
-        max_iter: int = 200,
-        restarts: int = 0,
+        max_iter: int | None = None,
+        restarts: int | None = None,
         seed: int | None = None,
-        noise: float = 0.1,
+        noise: float | None = None,
         options: dict[str, Any] | None = None,
     ) -> None:
         self.method = method
@@ -61,11 +63,10 @@ class GPRegressor(RegressorMixin, BaseEstimator):
         self.options = options
 
     def _method_options(self) -> dict[str, Any]:
-        method = api.get_method(self.method)
+        api.get_method(self.method)  # a clear error for an unknown name, before the data
         common = {"max_iter": self.max_iter, "restarts": self.restarts, "seed": self.seed,
                   "noise": self.noise}
-        accepted = method.options
-        opts = {k: v for k, v in common.items() if accepted is None or k in accepted}
+        opts = {k: v for k, v in common.items() if v is not None}
         if self.options is not None:
             if not isinstance(self.options, dict):
                 raise ValueError(f"options must be a dict of method options, got "
