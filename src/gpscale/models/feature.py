@@ -19,6 +19,7 @@ from typing import Any
 
 import torch
 
+from .. import distributed
 from ..features import FeatureMap
 from ..features.config import feature_map_config, feature_map_from_config
 from ..linalg import robust_cholesky
@@ -148,14 +149,18 @@ class FeatureGP(GPModel):
             self.raw_weight.requires_grad_(False)
         self.chunk = chunk or max(1, CHUNK_BYTES // (8 * 4 * (p + d)))
         self._stats_cache = None
-        self._n = None if rows is None else sum(int(part.num_rows) for part in rows.partitions)
+        self._n: int | None = None  # rows of `rows`, known after the first pass
         self.to(device)
 
     @property
     def n(self) -> int:
         if hasattr(self, "stat_n"):
             return int(self.stat_n)
-        return self.X.shape[0] if self.rows is None else self._n
+        if self.rows is None:
+            return self.X.shape[0]
+        if self._n is None:  # cheap for Parquet (metadata); CSV partitions count once
+            self._n = sum(int(part.num_rows) for part in self.rows.partitions)
+        return self._n
 
     def statistics(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         """(ΦᵀΦ, Φᵀy, yᵀy) by one streaming pass over the rows; differentiable in the
@@ -193,14 +198,13 @@ class FeatureGP(GPModel):
         if self.rows is None:
             gram, proj = _Statistics.apply(self.features, self.X, self.y, self.chunk, *params)
             return gram, proj, self.y @ self.y
-        from ..distributed import statistics, streamed_statistics
-
         r = self.rows
         if params:
-            s = streamed_statistics(self.features, r.partitions, r.scaler, r.client, r.rows)
+            s = distributed.streamed_statistics(self.features, r.partitions, r.scaler,
+                                                r.client, r.rows)
         else:
-            s = statistics(self.features, r.partitions, scaler=r.scaler, client=r.client,
-                           rows=r.rows)
+            s = distributed.statistics(self.features, r.partitions, scaler=r.scaler,
+                                       client=r.client, rows=r.rows)
         self._n = int(s.n)
         return s.gram, s.proj, s.yy
 
