@@ -174,3 +174,26 @@ def test_threads_option_is_scoped_to_the_command(tmp_path, train_csv, capsys):
     capsys.readouterr()
     _expect_error(capsys, ["fit", "--data", train_csv, "--target", "y", "--threads", "0",
                            "--out", str(tmp_path / "m.pt")], "--threads must be >= 1")
+
+
+def test_method_options_on_the_command_line(tmp_path, capsys):
+    from gpscale.methods import get_method
+    from gpscale.methods.options import parse_option
+
+    rff = get_method("rff")
+    assert parse_option(rff, "num_features=64") == ("num_features", 64)
+    assert parse_option(rff, "subsample=None") == ("subsample", None)
+    assert parse_option(rff, "subsample=auto") == ("subsample", "auto")
+    assert parse_option(rff, "progress=false") == ("progress", False)
+    assert parse_option(get_method("admm-hocv"), "rho=2.5") == ("rho", 2.5)
+    with pytest.raises(ValueError, match="must be of type int"):
+        parse_option(rff, "num_features=1.5")
+    with pytest.raises(ValueError, match=r"no option 'bogus'; it takes: num_features=512"):
+        parse_option(rff, "bogus=1")
+    with pytest.raises(ValueError, match="NAME=VALUE"):
+        parse_option(rff, "num_features")
+    train_csv = _write_csv(tmp_path / "t.csv", ["a", "y"],
+                           [(x, np.sin(x)) for x in np.linspace(0, 3, 30)])
+    out = str(tmp_path / "m.pt")
+    _expect_error(capsys, ["fit", "--data", train_csv, "--target", "y", "--method", "rff",
+                           "--option", "bogus=1", "--out", out], "no option 'bogus'")

@@ -125,9 +125,10 @@ def test_cli_fit_on_parquet_with_workers_and_streamed_parquet_predictions(tmp_pa
     pq.write_table(pa.table({"c": Xt[:, 2], "a": Xt[:, 0],
                              "b": Xt[:, 1], "y": yt}), tmp_path / "test.parquet")
     fit = _gpscale("fit", "--data", "train/*.parquet", "--target", "y", "--method", "rff",
-                   "--workers", "2", "--max-iter", "4", "--seed", "3", "--out", "m.pt",
-                   cwd=tmp_path)
+                   "--workers", "2", "--max-iter", "4", "--seed", "3", "--option",
+                   "num_features=48", "--option", "refine=0", "--out", "m.pt", cwd=tmp_path)
     assert fit.returncode == 0, fit.stderr
+    assert gpscale.load(tmp_path / "m.pt").model.features.num_features == 48
     pred = _gpscale("predict", "--model", "m.pt", "--data", "test.parquet", "--out",
                     "p.parquet", cwd=tmp_path)
     assert pred.returncode == 0, pred.stderr

@@ -20,6 +20,7 @@ from . import __version__, api
 from .files import check_output
 from .io import find_files, open_source, write_table
 from .kernels import KERNELS
+from .methods.options import parse_option
 from .threads import thread_limit
 
 __all__ = ["main", "build_parser"]
@@ -70,6 +71,9 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--restarts", type=int, default=None,
                      help="extra optimiser runs from perturbed starts")
     fit.add_argument("--seed", type=int, default=None, help="random seed")
+    fit.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
+                     help="an option of the method, e.g. --option num_features=1024 "
+                     "(repeatable; parsed by the type of the method's default)")
     fit.add_argument("--no-standardize", action="store_true",
                      help="train on the raw columns (default: standardise X and y)")
     fit.add_argument("--scheduler", default=None, metavar="ADDRESS",
@@ -140,6 +144,7 @@ def _fit(args: argparse.Namespace) -> int:
               f"{', '.join(n for n, m in api.METHODS.items() if m.streams)})", file=sys.stderr)
     options = {k: v for k, v in (("max_iter", args.max_iter), ("restarts", args.restarts),
                                  ("seed", args.seed)) if v is not None}
+    options.update(parse_option(method, text) for text in args.option)
     if method.options is None or "progress" in method.options:
         options["progress"] = True
     predictor = api.fit(source, method=args.method, kernel=args.kernel,
