@@ -9,6 +9,12 @@ streaming pass for ΦᵀΦ and Φᵀy, with exact gradients in the lengthscales 
 
 The paper's protocol: p = min(1000, 10^⌊log10 n⌋), m̄ = 10, and the base kernel's
 hyperparameters initialised by exact-GP ML-II on min(n, 1000) random points.
+
+Both trainers take the rows as tensors in memory or as
+:class:`~gpscale.models.feature.PartitionRows` (y None) that stay in their files or on a
+dask cluster: then one pass (:mod:`gpscale.train.grid_pass`) gives n, the grid and the
+random points of the initialisation, and every later pass is a statistics (and for
+GRIEF-II gradient) pass over the partitions.
 """
 
 from __future__ import annotations
@@ -163,8 +169,11 @@ def fit_grief_ii(
     selection fixed makes the NLML smooth, but its optimum need not survive
     re-selection: once the top p are re-selected there, the NLML can be worse than
     at the start.) X and y
-    are used as given (standardise them first, as ``gpscale.fit`` does). The
-    result's ``wall_s`` includes the initialisation.
+    are used as given (standardise them first, as ``gpscale.fit`` does). ``X`` may
+    be :class:`PartitionRows` (y None, ``chunk`` unused): the grid and the random
+    points come from one pass (a "quantile" grid from a sample of ``quantile_sample``
+    rows, see :func:`~gpscale.train.grid_pass.summary_grids`). The result's
+    ``wall_s`` includes that pass and the initialisation.
     """
     if init not in ("exact", "none"):
         raise ValueError(f"init must be 'exact' or 'none', got {init!r}")
@@ -289,7 +298,10 @@ def fit_grief_i(
     with (mode, variance) ``w_prior`` = (1, 100) for every wᵢ and (σ₀², 0.04) for σ²;
     sampling on z = log(w, σ²) with the log-Jacobian Σ z in the target, from the
     prior mode; ``burn`` warm-up draws (step size adapted, then fixed) are discarded
-    and every ``thin``-th kept. Returns the mixture predictor and the chain.
+    and every ``thin``-th kept. Returns the mixture predictor and the chain. ``X``
+    may be :class:`PartitionRows` (y None) as for :func:`fit_grief_ii`: after the
+    grid pass one statistics pass, then MALA never reads a row again; the posterior
+    keeps n, not the rows.
     """
     if kernel not in KERNELS_1D:
         raise ValueError(f"unknown GRIEF base kernel {kernel!r}; choose one of {KERNELS_1D}")
