@@ -185,11 +185,9 @@ def _chunk_summary(X: np.ndarray, y: np.ndarray, start: int, sofar: RowSummary,
                      for j in range(d))
     index = np.arange(start, start + m, dtype=np.int64)
     keys = row_keys(index, seed)
-    if m > sofar.size:  # only the chunk's `size` smallest keys can enter the sample
-        keep = np.argpartition(keys, sofar.size - 1)[: sofar.size] if sofar.size else []
-        keep = np.asarray(keep, dtype=np.int64)
-    else:
-        keep = np.arange(m)
+    # only the chunk's `size` smallest keys can enter the sample (keys are distinct)
+    keep = (np.argpartition(keys, sofar.size - 1)[: sofar.size] if m > sofar.size
+            else np.arange(m))
     Xs, ys, idx, ks = _smallest(sofar.size, (X[keep],), (y[keep],), (index[keep],),
                                 (keys[keep],))
     y_sum = float(y.sum())
