@@ -1,5 +1,10 @@
 """GP-GRIEF (Evans & Nair 2018): ``grief-ii`` (ML-II of the grid-eigenfunction feature GP
-by L-BFGS) and ``grief-i`` (the re-weighted kernel's posterior by MALA)."""
+by L-BFGS) and ``grief-i`` (the re-weighted kernel's posterior by MALA).
+
+Both also train from rows that stay in their files or on a cluster (``X`` a
+:class:`~gpscale.models.feature.PartitionRows`, y None): one pass for the grid, n and
+the initialisation sample (:mod:`gpscale.train.grid_pass`), then statistics passes
+(and for GRIEF-II gradient passes) over the partitions."""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import torch
 
 from ..kernels import Kernel
 from ..models import FeatureGP, GriefIPosterior
+from ..models.feature import PartitionRows
 from ..train import FitResult
 from ..train.grief import fit_grief_i, fit_grief_ii
 from ..validation import check_int
@@ -14,30 +20,38 @@ from .registry import register
 from .rff import spectral_kind
 
 
-@register("grief-ii", "GP-GRIEF-II grid eigenfunctions, ML-II by L-BFGS")
-def fit_grief(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, num_features: int | None = None,
+@register("grief-ii", "GP-GRIEF-II grid eigenfunctions, ML-II by L-BFGS", streams=True)
+def fit_grief(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: Kernel,
+              num_features: int | None = None,
               m_bar: int = 10, max_iter: int = 100, seed: int = 0, progress: bool = False,
               grid: str = "uniform",
               device: torch.device | str | None = None) -> tuple[FeatureGP, FitResult]:
     """GP-GRIEF-II: p = ``num_features`` eigenfunctions of a grid of ``m_bar``^d inducing
     points (default p = min(1000, 10^⌊log10 n⌋); ``grid`` "uniform" or "quantile"
     placement per column), initialised by exact ML-II on up to 1000 points, then ML-II
-    by L-BFGS."""
+    by L-BFGS. ``X`` may be :class:`PartitionRows` (y None): the grid and the
+    initialisation's random points then come from one pass over the partitions (a
+    quantile grid from a sample of them), and every L-BFGS evaluation is a statistics
+    pass and a gradient pass, in process or on a dask cluster."""
     kind, _ = spectral_kind(kernel, "grief-ii")
     return fit_grief_ii(X, y, p=num_features, m_bar=check_int("m_bar", m_bar, 1), kernel=kind,
                         grid=grid, max_iter=check_int("max_iter", max_iter, 1), seed=seed,
                         progress=progress, device=device)
 
 
-@register("grief-i", "GP-GRIEF-I re-weighted grid eigenfunctions, posterior by MALA")
-def fit_grief_mcmc(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, num_features: int = 1000,
+@register("grief-i", "GP-GRIEF-I re-weighted grid eigenfunctions, posterior by MALA",
+          streams=True)
+def fit_grief_mcmc(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: Kernel,
+                   num_features: int = 1000,
                    m_bar: int = 10, n_iter: int = 10_000, burn: int = 1000, thin: int = 50,
                    seed: int = 0, progress: bool = False, grid: str = "uniform",
                    device: torch.device | str | None = None) -> tuple[GriefIPosterior, FitResult]:
     """GP-GRIEF-I: MALA over the p eigenfunction weights and σ² (base kernel fixed at the
     exact-GP initialisation, grid placed by ``grid``); predictions average the draws.
     The FitResult's objective is the mean negative log posterior of the kept draws;
-    acceptance rate, step size and effective sample sizes are in its last history row."""
+    acceptance rate, step size and effective sample sizes are in its last history row.
+    ``X`` may be :class:`PartitionRows` (y None): one pass for the grid and the
+    initialisation, one statistics pass for ΦᵀΦ, Φᵀy; MALA then never reads rows."""
     kind, _ = spectral_kind(kernel, "grief-i")
     for name, value, low in (("num_features", num_features, 1), ("m_bar", m_bar, 1),
                              ("n_iter", n_iter, 1), ("burn", burn, 0), ("thin", thin, 1),

@@ -158,7 +158,8 @@ class GriefIPosterior(GPModel):
 
     def __init__(self, features, scale: torch.Tensor, V: torch.Tensor, sv2: torch.Tensor,
                  r: torch.Tensor, w: torch.Tensor, noise: torch.Tensor,
-                 normalize: bool = False, X: torch.Tensor | None = None) -> None:
+                 normalize: bool = False, X: torch.Tensor | None = None,
+                 n: int | None = None) -> None:
         super().__init__()
         self.features, self.normalize = features, bool(normalize)
         self.register_buffer("scale", torch.as_tensor(scale, dtype=w.dtype, device=w.device))
@@ -168,18 +169,25 @@ class GriefIPosterior(GPModel):
         self.register_buffer("w", w)  # (S, p̃) weight draws
         self.register_buffer("noise", noise)  # (S,) σ² draws
         self.register_buffer("X", X)  # training inputs, while training (not saved)
-        self._n = None if X is None else int(X.shape[0])
+        self._n = int(n) if n is not None else None if X is None else int(X.shape[0])
 
     @classmethod
     def from_orthogonal(cls, features, scale: torch.Tensor, orth: OrthogonalGrief,
                         w: torch.Tensor, noise: torch.Tensor,
                         X: torch.Tensor | None = None) -> GriefIPosterior:
-        """The posterior over draws (w, σ²) in the basis of ``orth``."""
-        return cls(features, scale, orth.V, orth.sv2, orth.r, w, noise, orth.normalize, X)
+        """The posterior over draws (w, σ²) in the basis of ``orth`` (n = ``orth.n``);
+        ``X``: the training inputs, kept while training when they are in memory."""
+        return cls(features, scale, orth.V, orth.sv2, orth.r, w, noise, orth.normalize, X,
+                   n=orth.n)
 
     @property
     def n(self) -> int | None:
         return self._n
+
+    def freeze(self) -> GriefIPosterior:
+        """Nothing to let go of: the posterior holds Φ̃ᵀy and the draws, never rows read
+        from a source (``gpscale.fit`` calls this after training on one)."""
+        return self
 
     @property
     def num_samples(self) -> int:

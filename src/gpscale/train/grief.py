@@ -9,21 +9,30 @@ streaming pass for ΦᵀΦ and Φᵀy, with exact gradients in the lengthscales 
 
 The paper's protocol: p = min(1000, 10^⌊log10 n⌋), m̄ = 10, and the base kernel's
 hyperparameters initialised by exact-GP ML-II on min(n, 1000) random points.
+
+Both trainers take the rows as tensors in memory or as
+:class:`~gpscale.models.feature.PartitionRows` (y None) that stay in their files or on a
+dask cluster: then one pass (:mod:`gpscale.train.grid_pass`) gives n, the grid and the
+random points of the initialisation, and every later pass is a statistics (and for
+GRIEF-II gradient) pass over the partitions.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from typing import NamedTuple
 
 import torch
 
 from ..features.grief import KERNELS_1D, GriefFeatures, check_grid
 from ..kernels import RBF, Kernel, Matern, Scale
 from ..models import ExactGP, FeatureGP
+from ..models.feature import PartitionRows
 from ..models.grief import GriefIPosterior, OrthogonalGrief
 from ..models.precond import separable_form
 from ..validation import check_xy
+from .grid_pass import QUANTILE_SAMPLE, summarize_rows, summary_grids
 from .lbfgs import fit_lbfgs
 from .mcmc import MCMCResult, lognormal_from_mode_variance, mala
 from .result import FitResult
@@ -75,6 +84,46 @@ def init_exact(
             "noise": model.noise.detach().reshape(())}
 
 
+class _Data(NamedTuple):
+    """The training data as a GRIEF trainer uses it, in memory or streamed."""
+
+    init: tuple[torch.Tensor, torch.Tensor]  # rows for the exact-GP initialisation
+    n: int
+    d: int
+    var_y: float
+    grids: list[torch.Tensor] | None  # None: GriefFeatures places them from X
+    rows: dict  # FeatureGP's data arguments
+    device: torch.device
+
+
+def _training_data(X, y, m_bar: int, grid: str, init_points: int, quantile_sample: int,
+                   chunk: int | None, seed: int | None, dtype: torch.dtype,
+                   device: torch.device | str | None) -> _Data:
+    """Tensors X, y as given; or ``X = PartitionRows`` (y None): one pass over the
+    partitions (:func:`~gpscale.train.grid_pass.summarize_rows`) for n, the grids and a
+    uniform sample of min(n, ``init_points``) rows for the initialisation (the sample
+    holds ``quantile_sample`` rows for a quantile grid), the rows left where they are."""
+    if not isinstance(X, PartitionRows):
+        X, y = check_xy(X, y, dtype, device)
+        var_y = float(y.var()) if X.shape[0] > 1 and float(y.var()) > 0 else 1.0
+        return _Data((X, y), X.shape[0], X.shape[1], var_y, None,
+                     {"X": X, "y": y, "chunk": chunk}, X.device)
+    if y is not None:
+        raise ValueError("with X = PartitionRows the targets come with the rows: y must be "
+                         "None")
+    size = max(1, int(init_points)) if grid == "uniform" else max(int(init_points),
+                                                                  int(quantile_sample), 1)
+    summary = summarize_rows(X.partitions, X.num_features, size=size, max_distinct=m_bar,
+                             seed=int(seed or 0), scaler=X.scaler, client=X.client,
+                             rows=X.rows)
+    device = torch.device(device or "cpu")
+    Xs, ys = (torch.as_tensor(a, dtype=dtype, device=device)
+              for a in summary.sample(min(size, max(1, int(init_points)))))
+    var_y = summary.y_var if summary.n > 1 and summary.y_var > 0 else 1.0
+    grids = summary_grids(summary, m_bar, grid, dtype=dtype, device=device)
+    return _Data((Xs, ys), summary.n, summary.d, var_y, grids, {"rows": X}, device)
+
+
 def fit_grief_ii(
     X,
     y,
@@ -92,6 +141,7 @@ def fit_grief_ii(
     max_ls: int | None = 20,
     init_max_iter: int = 100,
     rescale_init: bool = True,
+    quantile_sample: int = QUANTILE_SAMPLE,
     chunk: int | None = None,
     seed: int | None = 0,
     progress: bool = False,
@@ -119,39 +169,41 @@ def fit_grief_ii(
     selection fixed makes the NLML smooth, but its optimum need not survive
     re-selection: once the top p are re-selected there, the NLML can be worse than
     at the start.) X and y
-    are used as given (standardise them first, as ``gpscale.fit`` does). The
-    result's ``wall_s`` includes the initialisation.
+    are used as given (standardise them first, as ``gpscale.fit`` does). ``X`` may
+    be :class:`PartitionRows` (y None, ``chunk`` unused): the grid and the random
+    points come from one pass (a "quantile" grid from a sample of ``quantile_sample``
+    rows, see :func:`~gpscale.train.grid_pass.summary_grids`). The result's
+    ``wall_s`` includes that pass and the initialisation.
     """
     if init not in ("exact", "none"):
         raise ValueError(f"init must be 'exact' or 'none', got {init!r}")
     if kernel not in KERNELS_1D:
         raise ValueError(f"unknown GRIEF base kernel {kernel!r}; choose one of {KERNELS_1D}")
     check_grid(grid)  # before the exact-GP initialisation, which is not free
-    X, y = check_xy(X, y, dtype, device)
-    n, d = X.shape
-    p = default_num_features(n) if p is None else int(p)
-    if p < 1:
+    if p is not None and int(p) < 1:
         raise ValueError(f"p (number of eigenfunctions) must be ≥ 1, got {p}")
     for name, v in (("outputscale", outputscale), ("noise", noise)):
         if v is not None and not v > 0:
             raise ValueError(f"{name} must be positive, got {v}")
     t0 = time.perf_counter()
-    var_y = float(y.var()) if n > 1 and float(y.var()) > 0 else 1.0
+    data = _training_data(X, y, m_bar, grid, init_points, quantile_sample, chunk, seed,
+                          dtype, device)
+    n, d = data.n, data.d
+    p = default_num_features(n) if p is None else int(p)
+    var_y = data.var_y
     theta = {"lengthscale": torch.ones(d, dtype=dtype), "outputscale": torch.tensor(var_y),
              "noise": torch.tensor(0.1 * var_y)}
     if init == "exact":
-        theta = init_exact(X, y, kernel, init_points, init_max_iter, seed)
+        theta = init_exact(*data.init, kernel, init_points, init_max_iter, seed)
     if lengthscale is not None:
         theta["lengthscale"] = torch.as_tensor(lengthscale, dtype=dtype)
     if outputscale is not None:
         theta["outputscale"] = torch.tensor(float(outputscale))
     if noise is not None:
         theta["noise"] = torch.tensor(float(noise))
-    features = GriefFeatures(X, p, m_bar=m_bar, kernel=kernel, grid=grid,
-                             lengthscale=theta["lengthscale"].cpu(), dtype=dtype,
-                             device=X.device)
-    model = FeatureGP(features, X, y, noise=float(theta["noise"]), weights="scalar",
-                      chunk=chunk, dtype=dtype, device=X.device)
+    features = _features(data, p, m_bar, kernel, grid, theta["lengthscale"], dtype)
+    model = FeatureGP(features, noise=float(theta["noise"]), weights="scalar", dtype=dtype,
+                      device=data.device, **data.rows)
     model.weight = torch.full_like(model.weight, float(theta["outputscale"]))
     if rescale_init and (outputscale is None or noise is None):
         set_best_scale_and_noise(model, fix_scale=outputscale is not None,
@@ -160,6 +212,15 @@ def fit_grief_ii(
                        method="grief-ii", ftol=ftol, max_ls=max_ls)
     result.wall_s = time.perf_counter() - t0
     return model, result
+
+
+def _features(data: _Data, p: int, m_bar: int, kernel: str, grid: str,
+              lengthscale: torch.Tensor, dtype: torch.dtype) -> GriefFeatures:
+    """GriefFeatures on the grid placed from X in memory, or from the pass's grids."""
+    X = data.init[0] if data.grids is None else None
+    return GriefFeatures(X, p, m_bar=m_bar, kernel=kernel, grid=grid,
+                         lengthscale=lengthscale.cpu(), dtype=dtype, device=data.device,
+                         grids=data.grids)
 
 
 def set_best_scale_and_noise(model: FeatureGP, fix_scale: bool = False,
@@ -223,6 +284,7 @@ def fit_grief_i(
     init_max_iter: int = 100,
     w_prior: tuple[float, float] = (1.0, 100.0),
     noise_prior_variance: float = 0.04,
+    quantile_sample: int = QUANTILE_SAMPLE,
     chunk: int | None = None,
     seed: int | None = 0,
     progress: bool = False,
@@ -236,31 +298,33 @@ def fit_grief_i(
     with (mode, variance) ``w_prior`` = (1, 100) for every wᵢ and (σ₀², 0.04) for σ²;
     sampling on z = log(w, σ²) with the log-Jacobian Σ z in the target, from the
     prior mode; ``burn`` warm-up draws (step size adapted, then fixed) are discarded
-    and every ``thin``-th kept. Returns the mixture predictor and the chain.
+    and every ``thin``-th kept. Returns the mixture predictor and the chain. ``X``
+    may be :class:`PartitionRows` (y None) as for :func:`fit_grief_ii`: after the
+    grid pass one statistics pass, then MALA never reads a row again; the posterior
+    keeps n, not the rows.
     """
     if kernel not in KERNELS_1D:
         raise ValueError(f"unknown GRIEF base kernel {kernel!r}; choose one of {KERNELS_1D}")
     check_grid(grid)  # before the exact-GP initialisation, which is not free
-    X, y = check_xy(X, y, dtype, device)
-    n = X.shape[0]
-    theta = init_exact(X, y, kernel, init_points, init_max_iter, seed)
-    features = GriefFeatures(X, p, m_bar=m_bar, kernel=kernel, grid=grid,
-                             lengthscale=theta["lengthscale"].cpu(), dtype=dtype,
-                             device=X.device)
+    data = _training_data(X, y, m_bar, grid, init_points, quantile_sample, chunk, seed,
+                          dtype, device)
+    dev = data.device
+    theta = init_exact(*data.init, kernel, init_points, init_max_iter, seed)
+    features = _features(data, p, m_bar, kernel, grid, theta["lengthscale"], dtype)
     features.raw_lengthscale.requires_grad_(False)
-    stats_model = FeatureGP(features, X, y, weights="fixed", chunk=chunk, dtype=dtype,
-                            device=X.device)
-    gram, proj, yy = stats_model.statistics()
-    s0 = theta["outputscale"].to(dtype=dtype, device=X.device)
+    stats_model = FeatureGP(features, weights="fixed", dtype=dtype, device=dev, **data.rows)
+    gram, proj, yy = stats_model.statistics()  # one pass: MALA needs only these (§5)
+    n = stats_model.n
+    s0 = theta["outputscale"].to(dtype=dtype, device=dev)
     orth = OrthogonalGrief.from_statistics(gram * s0, proj * s0.sqrt(), yy, n,
                                            normalize=False)
     noise0 = float(theta["noise"])
     mu_w, tau2_w = lognormal_from_mode_variance(*w_prior)
     mu_n, tau2_n = lognormal_from_mode_variance(noise0, noise_prior_variance)
     k = orth.rank
-    mu = torch.full((k + 1,), mu_w, dtype=dtype, device=X.device)
+    mu = torch.full((k + 1,), mu_w, dtype=dtype, device=dev)
     mu[-1] = mu_n
-    tau2 = torch.full((k + 1,), tau2_w, dtype=dtype, device=X.device)
+    tau2 = torch.full((k + 1,), tau2_w, dtype=dtype, device=dev)
     tau2[-1] = tau2_n
 
     def log_target(z: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -275,9 +339,11 @@ def fit_grief_i(
         grad = torch.cat([-g_w * v[:-1], (-g_noise * v[-1]).reshape(1)]) - (z - mu) / tau2
         return -nlml + log_prior, grad
 
-    z0 = torch.zeros(k + 1, dtype=dtype, device=X.device)
+    z0 = torch.zeros(k + 1, dtype=dtype, device=dev)
     z0[-1] = math.log(noise0)  # the prior modes: w = 1, σ² = σ₀²
     chain = mala(log_target, z0, n_iter=n_iter, warmup=burn, thin=thin, seed=seed,
                  progress=progress)
     v = torch.exp(chain.samples)
-    return GriefIPosterior.from_orthogonal(features, s0, orth, v[:, :-1], v[:, -1], X=X), chain
+    X_kept = data.rows.get("X")  # None when the rows were streamed
+    return GriefIPosterior.from_orthogonal(features, s0, orth, v[:, :-1], v[:, -1],
+                                           X=X_kept), chain
