@@ -28,25 +28,26 @@ def spectral_kind(kernel: Kernel, method: str) -> tuple[str, bool]:
                      "'matern12-ard', 'matern32-ard', 'matern52-ard')")
 
 
-#: ``subsample="auto"`` learns θ on this many rows first when n is over twice as large
-AUTO_SUBSAMPLE = 100_000
+#: ``subsample="auto"`` learns θ on this many rows when n is over AUTO_ABOVE (the default
+#: chosen by the measurement in benchmarks/results/scale-1e6)
+AUTO_SUBSAMPLE, AUTO_ABOVE = 20_000, 100_000
 
 
 @register("rff", "random Fourier features (orthogonal), ML-II by L-BFGS", streams=True)
 def fit_rff(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: Kernel,
             num_features: int = 512, noise: float = 0.1, max_iter: int = 200, seed: int = 0,
-            subsample: int | str | None = "auto", refine: int = 2, progress: bool = False,
+            subsample: int | str | None = "auto", refine: int = 0, progress: bool = False,
             device: torch.device | str | None = None) -> tuple[FeatureGP, FitResult]:
     """Weight-space GP on ``num_features`` orthogonal random Fourier features of the
     kernel's spectral density, lengthscales, signal variance and noise by L-BFGS. ``X``
     may be :class:`PartitionRows` (y None): every L-BFGS evaluation is then a statistics
     pass and a gradient pass over the partitions, in process or on a dask cluster.
 
-    At large n those passes dominate, so with ``subsample=m`` θ is first learned (up to
+    At large n those passes dominate, so with ``subsample=m`` θ is learned (up to
     ``max_iter`` iterations) on a uniform random sample of about m rows held in memory,
-    then refined by at most ``refine`` L-BFGS iterations on all rows (stopping early once
-    the NLML stops moving), and the model keeps the statistics of all rows.
-    ``"auto"``: m = 100 000 when n is over 200 000, else every row from the start."""
+    optionally refined by at most ``refine`` L-BFGS iterations on all rows (stopping
+    early once the NLML stops moving); the model keeps the statistics of all rows, from
+    one final pass. ``"auto"``: m = 20 000 when n is over 100 000, else every row."""
     kind, ard = spectral_kind(kernel, "rff")
     streamed = isinstance(X, PartitionRows)
     d = X.num_features if streamed else X.shape[1]
@@ -89,7 +90,7 @@ def _subsample_size(subsample: int | str | None, n: int) -> int | None:
     if subsample is None:
         return None
     if subsample == "auto":
-        return AUTO_SUBSAMPLE if n > 2 * AUTO_SUBSAMPLE else None
+        return AUTO_SUBSAMPLE if n > AUTO_ABOVE else None
     m = check_int("subsample", subsample, 2)
     return m if m < n else None
 
