@@ -100,3 +100,90 @@ def test_fit_lbfgs_max_ls_caps_the_evaluations_of_one_iteration():
     assert res.objective < 1000 * 2 + 2  # below the start
     with pytest.raises(ValueError, match="max_ls"):
         fit_lbfgs(_Kink(), max_ls=0)
+
+
+# -- the per-point stopping rule, the budget warning, cheap restarts -----------------------
+from gpscale.train.lbfgs import ConvergenceWarning  # noqa: E402
+
+
+def test_tol_stops_once_the_objective_per_point_stops_moving():
+    full = fit_lbfgs(_Rosenbrock(), max_iter=200)
+    loose = fit_lbfgs(_Rosenbrock(), max_iter=200, tol=1e-3, patience=2)
+    assert loose.reason == "converged" and loose.converged
+    assert len(loose.history) < len(full.history) and loose.n_evals < full.n_evals
+    # the rule: the last `patience` iterations each moved the best objective by < tol
+    best = [min(h["objective"] for h in loose.history[: i + 1])
+            for i in range(len(loose.history))]
+    assert all(best[i - 1] - best[i] < 1e-3 for i in (-1, -2))
+    # per point: the same rule on an objective summed over 1000 "points" stops at the
+    # same iteration with tol 1000 times smaller
+    scaled = fit_lbfgs(_Rosenbrock(), max_iter=200, tol=1e-6, patience=2, n_points=1000)
+    assert len(scaled.history) == len(loose.history)
+
+
+def test_tol_does_not_stop_while_the_objective_still_moves():
+    full = fit_lbfgs(_Rosenbrock(), max_iter=200)
+    tight = fit_lbfgs(_Rosenbrock(), max_iter=200, tol=1e-14, patience=3)
+    assert tight.objective < 1e-8  # it reached the minimum, as without the rule
+    assert tight.objective == pytest.approx(full.objective, abs=1e-12)
+    with pytest.raises(ValueError, match="tol"):
+        fit_lbfgs(_Rosenbrock(), tol=-1.0)
+    with pytest.raises(ValueError, match="patience"):
+        fit_lbfgs(_Rosenbrock(), tol=1e-3, patience=0)
+
+
+def test_out_of_iterations_warns_and_says_so():
+    with pytest.warns(ConvergenceWarning, match="max_iter"):
+        res = fit_lbfgs(_Rosenbrock(), max_iter=3)
+    assert res.reason == "max_iter" and not res.converged
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fit_lbfgs(_Rosenbrock(), max_iter=3, warn=False)
+        fit_lbfgs(_Rosenbrock(), max_iter=200)  # converges: no warning
+
+
+class _DoubleWell(nn.Module):
+    """(x² − 1)² + 0.3 x: the well at x ≈ −1.04 is deeper than the one at x ≈ +0.96."""
+
+    def __init__(self, x0=0.9):
+        super().__init__()
+        self.x = nn.Parameter(torch.tensor([x0], dtype=torch.float64))
+
+    def nlml(self):
+        x = self.x[0]
+        return (x * x - 1) ** 2 + 0.3 * x
+
+
+def _set_x(value):
+    def start(model):
+        with torch.no_grad():
+            model.x.fill_(value)
+    return start
+
+
+def test_cheap_restarts_keep_the_best_start_and_continue_only_it():
+    alone = fit_lbfgs(_DoubleWell(), max_iter=50)
+    assert alone.objective > 0.0  # the shallow well (≈ +0.29)
+    model = _DoubleWell()
+    res = fit_lbfgs(model, max_iter=50, starts=[_set_x(2.5), _set_x(-0.7)], restart_iter=2)
+    assert float(model.x.detach()[0]) == pytest.approx(-1.0360, abs=1e-3)  # the deep well
+    assert res.objective < -0.3 and res.converged
+    assert {h["run"] for h in res.history} == {2}  # history of the winner (third start)
+    full = fit_lbfgs(_DoubleWell(), max_iter=50, starts=[_set_x(2.5), _set_x(-0.7)])
+    assert full.objective == pytest.approx(res.objective, abs=1e-9)
+    assert res.n_evals < full.n_evals  # the losers stopped after 2 iterations
+    with pytest.raises(ValueError, match="restart_iter"):
+        fit_lbfgs(_DoubleWell(), restart_iter=0)
+
+
+def test_continuing_a_run_matches_one_uninterrupted_run():
+    """A single start with restart_iter runs as before; the continuation of the winner
+    keeps its L-BFGS memory (same minimum, no more than a couple of extra evaluations)."""
+    one = fit_lbfgs(_Rosenbrock(), max_iter=200)
+    same = fit_lbfgs(_Rosenbrock(), max_iter=200, restart_iter=5)
+    assert same.n_evals == one.n_evals and same.objective == one.objective
+    model = _Rosenbrock()
+    two = fit_lbfgs(model, max_iter=200, starts=[_set_x(-1.2)], restart_iter=5)
+    assert two.objective < 1e-8

@@ -15,32 +15,72 @@ class CholeskyError(ValueError):
     """The matrix is not positive definite even after the largest jitter."""
 
 
+#: relative jitters tried, in order, after the plain factorisation fails
+JITTERS = (1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4)
+
+
+class JitterLadder:
+    """Where a sequence of factorisations of slowly changing matrices (one per
+    evaluation of a fit) starts the jitter ladder.
+
+    ``level`` is the index into the ladder of the last jitter that worked (−1: none
+    needed). The next :func:`robust_cholesky` with this ladder still tries the plain
+    factorisation first (a matrix that needs no jitter never gets any), but when that
+    fails it resumes one rung below ``level`` instead of at the bottom: a fit that needs
+    jitter at rung k pays three factorisations per evaluation instead of k + 2, with the
+    same jitter as a search from the bottom unless the need dropped by two rungs or more
+    since the last call. ``attempts`` counts every factorisation tried.
+    """
+
+    def __init__(self) -> None:
+        self.level = -1
+        self.attempts = 0
+
+    def rungs(self, count: int) -> list[int]:
+        """Ladder indices to try, −1 being the plain factorisation."""
+        return [-1, *range(max(self.level - 1, 0), count)]
+
+    def __repr__(self) -> str:
+        return f"JitterLadder(level={self.level}, attempts={self.attempts})"
+
+
 def robust_cholesky(
     A: torch.Tensor,
-    jitters: tuple[float, ...] = (1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4),
+    jitters: tuple[float, ...] = JITTERS,
     warn: bool = True,
+    ladder: JitterLadder | None = None,
 ) -> torch.Tensor:
     """Lower Cholesky factor of symmetric ``A``.
 
     If the plain factorisation fails, ``jitter * mean(diag A)`` is added to the
     diagonal for each relative jitter in ``jitters`` in turn; success with jitter
     emits a :class:`NumericalWarning` naming the value used. Raises
-    :class:`CholeskyError` when the largest jitter still fails.
+    :class:`CholeskyError` when the largest jitter still fails. With a
+    :class:`JitterLadder` a failed plain factorisation resumes one rung below the jitter
+    that last worked (and the ladder remembers the rung that works now).
     """
     if not torch.isfinite(A).all():
         raise CholeskyError(
             "matrix to factorise contains NaN or inf; the hyperparameters have probably "
             "diverged (check the data scale, or standardise X and y)"
         )
-    L, info = torch.linalg.cholesky_ex(A)
-    if not info.any():
-        return L
-    scale = torch.diagonal(A, dim1=-2, dim2=-1).mean().abs().clamp_min(1e-300)
-    eye = torch.eye(A.shape[-1], dtype=A.dtype, device=A.device)
-    for rel in jitters:
-        L, info = torch.linalg.cholesky_ex(A + (rel * scale) * eye)
+    rungs = ladder.rungs(len(jitters)) if ladder is not None else range(-1, len(jitters))
+    scale = eye = None
+    for level in rungs:
+        if level < 0:
+            L, info = torch.linalg.cholesky_ex(A)
+        else:
+            if scale is None:
+                scale = torch.diagonal(A, dim1=-2, dim2=-1).mean().abs().clamp_min(1e-300)
+                eye = torch.eye(A.shape[-1], dtype=A.dtype, device=A.device)
+            L, info = torch.linalg.cholesky_ex(A + (jitters[level] * scale) * eye)
+        if ladder is not None:
+            ladder.attempts += 1
         if not info.any():
-            if warn:
+            if ladder is not None:
+                ladder.level = level
+            if level >= 0 and warn:
+                rel = jitters[level]
                 warnings.warn(
                     f"Cholesky needed jitter {rel * float(scale.detach()):.3g} "
                     f"({rel:g} x mean diagonal) on a {A.shape[-1]}x{A.shape[-1]} matrix",
@@ -53,6 +93,19 @@ def robust_cholesky(
         f"{jitters[-1]:g} x mean diagonal; the noise variance may be too small or the "
         "kernel degenerate (duplicated inputs with zero noise). Raise the noise floor."
     )
+
+
+def inverse_from_cholesky(L: torch.Tensor) -> torch.Tensor:
+    """A⁻¹ = L⁻ᵀL⁻¹ from the lower factor L of A, as two triangular solves against I
+    (``torch.cholesky_solve``).
+
+    This is what the exact GP's gradient needs (G = ½(A⁻¹ − ααᵀ)). It replaces
+    ``torch.cholesky_inverse`` (LAPACK ``potri``), which does a third of the flops but
+    whose multithreaded CPU implementation can be many times slower than the solves
+    when the cores are shared with other work (see benchmarks/results/uci-exact.md).
+    """
+    eye = torch.eye(L.shape[-1], dtype=L.dtype, device=L.device)
+    return torch.cholesky_solve(eye, L)
 
 
 def robust_eigh(A: torch.Tensor, shifts: tuple[float, ...] = (1e-12, 1e-10, 1e-8)

@@ -8,6 +8,10 @@ formed by one kernel contraction ``kernel.vjp(X, X, G)`` (closed forms for the
 stationary kernels: a few passes over one n x n buffer and an n x n x d matrix
 product) instead of one n x n derivative matrix per hyperparameter. Peak memory is
 three n x n matrices (L, G and the contraction's buffer).
+
+Successive evaluations of a fit share a :class:`~gpscale.linalg.cholesky.JitterLadder`
+(``model.jitter``): a covariance that needs jitter is not re-tried from zero jitter at
+every evaluation.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from torch import nn
 
 from ..kernels import Kernel
 from ..linalg import robust_cholesky
+from ..linalg.cholesky import JitterLadder, inverse_from_cholesky
 from ..params import LOG_2PI, Positive
 from ..validation import as_test_inputs, check_xy
 from .base import GPModel, MeanAndVariance, dtype_name, no_data
@@ -41,7 +46,7 @@ class _GaussianNLL(torch.autograd.Function):
         L, alpha = ctx.saved_tensors
         grad_C = None
         if ctx.needs_input_grad[0]:
-            grad_C = torch.cholesky_inverse(L)
+            grad_C = inverse_from_cholesky(L)
             grad_C.sub_(torch.outer(alpha, alpha)).mul_(0.5 * g)
         grad_r = g * alpha if ctx.needs_input_grad[1] else None
         return grad_C, grad_r
@@ -60,7 +65,7 @@ class _ExactNLML(torch.autograd.Function):
         with torch.no_grad():
             C = model.kernel(model.X)
             C.diagonal().add_(noise)
-            L = robust_cholesky(C)
+            L = robust_cholesky(C, ladder=model.jitter)
             del C
             alpha = torch.cholesky_solve(r[:, None], L)[:, 0]
             value = (0.5 * (r @ alpha) + torch.log(torch.diagonal(L)).sum()
@@ -73,7 +78,7 @@ class _ExactNLML(torch.autograd.Function):
     def backward(ctx, g):  # noqa: D102
         L, alpha, *params = ctx.saved_tensors
         model = ctx.model
-        G = torch.cholesky_inverse(L)
+        G = inverse_from_cholesky(L)
         G.addr_(alpha, alpha, beta=0.5 * g, alpha=-0.5 * g)  # G = g/2 (C⁻¹ − ααᵀ)
         grad_noise = torch.diagonal(G).sum() if ctx.needs_input_grad[2] else None
         grad_r = g * alpha if ctx.needs_input_grad[1] else None
@@ -119,6 +124,8 @@ class ExactGP(GPModel):
         self.register_buffer("X", X)
         self.register_buffer("y", y)
         self._cache: tuple[Any, torch.Tensor, torch.Tensor] | None = None
+        #: where the NLML's Cholesky starts its jitter ladder (the rung that last worked)
+        self.jitter = JitterLadder()
         self.to(X.device)
 
     @property

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
@@ -14,6 +15,14 @@ from ..linalg import CholeskyError
 from ..params import positive_params
 from ..rng import as_generator
 from .result import FitResult, restore, snapshot, theta_of
+
+#: the ways a run can end that mean "the budget ran out", not "it converged"
+OUT_OF_BUDGET = ("max_iter", "max_evals")
+
+
+class ConvergenceWarning(UserWarning):
+    """The optimiser ran out of iterations or evaluations before its stopping rule held
+    (scikit-learn's convention; defined here because scikit-learn is optional)."""
 
 
 def fit_lbfgs(
@@ -29,69 +38,106 @@ def fit_lbfgs(
     method: str = "exact",
     ftol: float | None = None,
     max_ls: int | None = None,
+    *,
+    tol: float | None = None,
+    patience: int = 3,
+    n_points: int | None = None,
+    starts: Sequence[Callable[[nn.Module], None]] = (),
+    restart_iter: int | None = None,
+    warn: bool = True,
 ) -> FitResult:
     """Minimise ``objective()`` (default ``model.nlml()``) over the trainable parameters.
 
-    ``restarts`` extra runs start from the initial values with every positive
-    hyperparameter multiplied by exp(N(0, 1)) (seeded by ``seed``); the run with the
-    lowest objective wins. Evaluations where the covariance cannot be factorised
+    **Starts.** The first run starts from the model's current values. Each callable in
+    ``starts`` gives one more run: it is called on the model (reset to the initial
+    values) and may set any parameter. ``restarts`` more runs start from the initial
+    values with every positive hyperparameter multiplied by exp(N(0, 1)) (seeded by
+    ``seed``). Without ``restart_iter`` every run goes to the end and the lowest
+    objective wins. With ``restart_iter`` (cheap restarts) every run does that many
+    iterations, and only the one with the lowest objective continues, with its L-BFGS
+    memory, to ``max_iter`` iterations in all.
+
+    **Stopping.** ``tol`` (the rule for objectives that are sums over data points):
+    stop (``reason="converged"``) once the best objective has moved by less than
+    ``tol`` per point in each of ``patience`` consecutive iterations, i.e. by less than
+    ``tol · n_points`` (``n_points`` defaults to ``model.n`` when the model has one,
+    else 1). ``tol_grad`` and ``tol_change`` are torch's (absolute) tests. ``ftol`` adds
+    scipy's relative one: stop once an iteration lowers the best objective by less than
+    ftol·max(|f|, 1). For piecewise-smooth objectives (GRIEF's top-p selection jumps as
+    the lengthscales move) this ends the search at the step where the line searches keep
+    bracketing a jump with a gradient that never vanishes, instead of spending the
+    evaluation budget there. ``max_ls`` (scipy's ``maxls``): stop
+    (``reason="line_search"``) when one iteration needs more than this many
+    evaluations; torch's own cap is 25 per bracketing and 25 per zoom phase.
+
+    A run that ends on its budget (``max_iter`` iterations or ``2·max_iter + 10``
+    evaluations) has ``converged=False`` and, with ``warn``, emits a
+    :class:`ConvergenceWarning`. Evaluations where the covariance cannot be factorised
     count as a very large objective, so the line search backs off. Ctrl-C stops the
     search and keeps the best parameters seen so far.
-
-    ``tol_grad`` and ``tol_change`` are torch's (absolute) tests. ``ftol`` adds
-    scipy's relative one: stop (``reason="converged"``) once an iteration lowers the
-    best objective by less than ftol·max(|f|, 1). For piecewise-smooth objectives
-    (GRIEF's top-p selection jumps as the lengthscales move) this ends the search at
-    the step where the line searches keep bracketing a jump with a gradient that
-    never vanishes, instead of spending the evaluation budget there. ``max_ls``
-    (scipy's ``maxls``): stop (``reason="line_search"``) when one iteration needs
-    more than this many evaluations; torch's own cap is 25 per bracketing and 25 per
-    zoom phase. Either way the best parameters seen are kept.
     """
     if ftol is not None and not ftol >= 0:
         raise ValueError(f"ftol must be a non-negative number or None, got {ftol!r}")
-    if max_ls is not None and (isinstance(max_ls, bool) or not isinstance(max_ls, int)
-                               or max_ls < 1):
-        raise ValueError(f"max_ls must be a positive int or None, got {max_ls!r}")
+    if tol is not None and not tol >= 0:
+        raise ValueError(f"tol must be a non-negative number or None, got {tol!r}")
+    for name, v in (("max_ls", max_ls), ("restart_iter", restart_iter)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ValueError(f"{name} must be a positive int or None, got {v!r}")
+    if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+        raise ValueError(f"patience must be a positive int, got {patience!r}")
     objective = objective if objective is not None else model.nlml
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("the model has no trainable parameters")
+    if n_points is None:
+        n = getattr(model, "n", None)
+        n_points = n if isinstance(n, int) and n > 0 else 1
+    stop_below = None if tol is None else tol * n_points
     gen = as_generator(seed)
     start = snapshot(params)
     t0 = time.perf_counter()
-    best_f, best_params, best_run = math.inf, start, None
-    total_evals = 0
-    for run in range(restarts + 1):
+    inits: list[Callable[[nn.Module], None] | None] = [None, *starts]
+    inits += [lambda m: _perturb(m, gen)] * restarts
+    cheap = restart_iter is not None and len(inits) > 1 and restart_iter < max_iter
+    runs: list[_Run] = []
+    for k, init in enumerate(inits):
         restore(params, start)
-        if run > 0:
-            _perturb(model, gen)
-        out = _one_run(model, objective, params, max_iter, tol_grad, tol_change,
-                       history_size, progress, t0, ftol, max_ls)
-        total_evals += out["n_evals"]
-        if out["best_f"] < best_f or best_run is None:
-            best_f, best_params, best_run = out["best_f"], out["best_params"], out
-        if out["reason"] == "interrupted":
+        if init is not None:
+            init(model)
+        run = _Run(model, objective, params, max_iter, tol_grad, tol_change, history_size,
+                   progress, t0, ftol, max_ls, stop_below, patience, index=k)
+        run.advance(restart_iter if cheap else max_iter)
+        runs.append(run)
+        if run.reason == "interrupted":
             break
-    if best_run is not None and best_run["reason"] == "interrupted" and not math.isfinite(
-            best_f):
+    finite = [r for r in runs if math.isfinite(r.best_f)]
+    if not finite and runs and runs[-1].reason == "interrupted":
         restore(params, start)
         raise KeyboardInterrupt  # stopped before any evaluation finished: nothing to keep
-    if best_run is None or not math.isfinite(best_f):
+    if not finite:
         raise RuntimeError(
             "L-BFGS found no evaluation with a finite objective; check the data "
             "(standardise X and y) and the initial hyperparameters"
         )
-    restore(params, best_params)
+    best = min(finite, key=lambda r: r.best_f)
+    if cheap and best.reason in OUT_OF_BUDGET and runs[-1].reason != "interrupted":
+        restore(params, best.end)
+        best.advance(max_iter)
+    restore(params, best.best_params)
+    if warn and best.reason in OUT_OF_BUDGET:
+        warnings.warn(
+            f"L-BFGS stopped on its budget ({best.reason}: {best.iterations} iterations, "
+            f"{best.n_evals} evaluations) before its stopping rule held; raise max_iter, "
+            "or loosen tol", ConvergenceWarning, stacklevel=2)
     return FitResult(
         method=method,
         theta=theta_of(model),
-        objective=best_f,
-        history=best_run["history"],
-        converged=best_run["reason"] == "converged",
-        reason=best_run["reason"],
+        objective=best.best_f,
+        history=best.history,
+        converged=best.reason == "converged",
+        reason=best.reason,
         wall_s=time.perf_counter() - t0,
-        n_evals=total_evals,
+        n_evals=sum(r.n_evals for r in runs),
     )
 
 
@@ -120,69 +166,120 @@ def _perturb(model: nn.Module, gen: torch.Generator) -> None:
 
 
 class _Stop(Exception):
-    """The relative ``ftol`` or the line-search cap ``max_ls`` ended the search."""
+    """A stopping rule (``tol``, ``ftol``) or the line-search cap ``max_ls`` ended the
+    search."""
 
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
 
 
-def _one_run(model, objective, params, max_iter, tol_grad, tol_change, history_size,
-             progress, t0, ftol=None, max_ls=None):
-    max_eval = max_iter * 2 + 10
-    opt = torch.optim.LBFGS(
-        params, lr=1.0, max_iter=max_iter, max_eval=max_eval,
-        tolerance_grad=tol_grad, tolerance_change=tol_change,
-        history_size=history_size, line_search_fn="strong_wolfe",
-    )
-    state = {"best_f": math.inf, "best_params": snapshot(params), "n_evals": 0,
-             "iter": 0, "best_at_iter_start": math.inf, "iter_evals": 0}
-    per_iter: dict[int, dict] = {}
-    bar = tqdm(total=max_iter, desc="L-BFGS", disable=not progress, leave=False)
+class _LBFGS(torch.optim.LBFGS):
+    """torch's L-BFGS without the one-time import of ``torch._dynamo`` (seconds) that
+    ``Optimizer.add_param_group`` and ``zero_grad`` trigger through their
+    ``torch._disable_dynamo`` wrappers; nothing here is compiled, so the undecorated
+    functions (``__wrapped__``) are the same code."""
 
-    def closure():
-        it = opt.state[opt._params[0]].get("n_iter", 0)
-        if it != state["iter"]:  # the first evaluation of a new iteration
-            before, now = state["best_at_iter_start"], state["best_f"]
-            if (ftol is not None and math.isfinite(before)
-                    and before - now < ftol * max(abs(now), 1.0)):
+    def add_param_group(self, param_group):  # noqa: D102
+        plain = torch.optim.Optimizer.add_param_group
+        return getattr(plain, "__wrapped__", plain)(self, param_group)
+
+    def zero_grad(self, set_to_none: bool = True) -> None:  # noqa: D102
+        for group in self.param_groups:
+            for p in group["params"]:
+                p.grad = None
+
+
+class _Run:
+    """One L-BFGS run; :meth:`advance` can be called again to continue it (cheap
+    restarts), keeping torch's L-BFGS memory."""
+
+    def __init__(self, model, objective, params, max_iter, tol_grad, tol_change,
+                 history_size, progress, t0, ftol, max_ls, stop_below, patience, index=0):
+        self.objective, self.params, self.t0 = objective, params, t0
+        self.ftol, self.max_ls, self.stop_below, self.patience = (ftol, max_ls, stop_below,
+                                                                  patience)
+        self.index, self.progress = index, progress
+        self.opt = _LBFGS(
+            params, lr=1.0, max_iter=max_iter, max_eval=max_iter * 2 + 10,
+            tolerance_grad=tol_grad, tolerance_change=tol_change,
+            history_size=history_size, line_search_fn="strong_wolfe")
+        self.best_f, self.best_params = math.inf, snapshot(params)
+        self.end = self.best_params
+        self.n_evals, self.iter, self.iter_evals, self.stalled = 0, 0, 0, 0
+        self.best_at_iter_start = math.inf
+        self.per_iter: dict[int, dict] = {}
+        self.reason = ""
+        self.bar = None
+
+    @property
+    def iterations(self) -> int:
+        return self.opt.state[self.opt._params[0]].get("n_iter", 0) if self.opt.state else 0
+
+    @property
+    def history(self) -> list[dict]:
+        return [self.per_iter[k] for k in sorted(self.per_iter)]
+
+    def _new_iteration(self, it: int) -> None:
+        before, now = self.best_at_iter_start, self.best_f
+        if math.isfinite(before):
+            drop = before - now
+            if self.ftol is not None and drop < self.ftol * max(abs(now), 1.0):
                 raise _Stop("converged")
-            state["iter"], state["best_at_iter_start"], state["iter_evals"] = it, now, 0
-        state["iter_evals"] += 1
-        if max_ls is not None and it > 0 and state["iter_evals"] > max_ls:
+            if self.stop_below is not None:
+                self.stalled = self.stalled + 1 if drop < self.stop_below else 0
+                if self.stalled >= self.patience:
+                    raise _Stop("converged")
+        self.iter, self.best_at_iter_start, self.iter_evals = it, now, 0
+
+    def closure(self):
+        it = self.iterations
+        if it != self.iter:  # the first evaluation of a new iteration
+            self._new_iteration(it)
+        self.iter_evals += 1
+        if self.max_ls is not None and it > 0 and self.iter_evals > self.max_ls:
             raise _Stop("line_search")
-        opt.zero_grad()
-        state["n_evals"] += 1
-        f = guarded(objective, state["best_f"], params[0].dtype)
+        self.opt.zero_grad()
+        self.n_evals += 1
+        f = guarded(self.objective, self.best_f, self.params[0].dtype)
         if not f.requires_grad:  # failed evaluation: a large value backs the search off
             return f
         f.backward()
         fv = float(f.detach())
-        if fv < state["best_f"]:
-            state["best_f"], state["best_params"] = fv, snapshot(params)
-        grad_norm = math.sqrt(sum(float((p.grad**2).sum()) for p in params
+        if fv < self.best_f:
+            self.best_f, self.best_params = fv, snapshot(self.params)
+        grad_norm = math.sqrt(sum(float((p.grad**2).sum()) for p in self.params
                                   if p.grad is not None))
-        per_iter[it] = {"iter": it, "objective": fv, "grad_norm": grad_norm,
-                        "time_s": time.perf_counter() - t0}
-        if bar.n < it:
-            bar.update(it - bar.n)
-            bar.set_postfix(objective=f"{fv:.5g}")
+        self.per_iter[it] = {"iter": it, "objective": fv, "grad_norm": grad_norm,
+                             "time_s": time.perf_counter() - self.t0, "run": self.index}
+        if self.bar is not None and self.bar.n < it:
+            self.bar.update(it - self.bar.n)
+            self.bar.set_postfix(objective=f"{fv:.5g}")
         return f
 
-    reason = "converged"
-    try:
-        opt.step(closure)
-        n_iter = opt.state[opt._params[0]].get("n_iter", 0)
-        if n_iter >= max_iter:
-            reason = "max_iter"
-        elif state["n_evals"] >= max_eval:  # the line searches spent the budget
-            reason = "max_evals"
-    except _Stop as stop:
-        reason = stop.reason
-    except KeyboardInterrupt:
-        reason = "interrupted"
-    finally:
-        bar.close()
-    state["history"] = [per_iter[k] for k in sorted(per_iter)]
-    state["reason"] = reason
-    return state
+    def advance(self, total_iter: int) -> None:
+        """Run until ``total_iter`` iterations in all (or a stopping rule)."""
+        todo = total_iter - self.iterations
+        if todo <= 0:
+            return
+        group = self.opt.param_groups[0]
+        group["max_iter"], group["max_eval"] = todo, todo * 2 + 10
+        evals_before = self.n_evals
+        self.bar = tqdm(total=total_iter, initial=self.iterations, desc="L-BFGS",
+                        disable=not self.progress, leave=False)
+        reason = "converged"
+        try:
+            self.opt.step(self.closure)
+            if self.iterations >= total_iter:
+                reason = "max_iter"
+            elif self.n_evals - evals_before >= group["max_eval"]:
+                reason = "max_evals"  # the line searches spent the budget
+        except _Stop as stop:
+            reason = stop.reason
+        except KeyboardInterrupt:
+            reason = "interrupted"
+        finally:
+            self.bar.close()
+            self.bar = None
+        self.reason = reason
+        self.end = snapshot(self.params)
