@@ -9,12 +9,11 @@ import math
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from parquet_data import make_data, write_parquet
 
 import gpscale
 from gpscale.distributed import source_scaler
@@ -38,21 +37,6 @@ def one_thread():
     thread that is not scheduled stalls every small factorisation."""
     with thread_limit(1):
         yield
-
-
-def make_data(n, seed=0):
-    rng = np.random.default_rng(seed)
-    X = rng.uniform(-2, 2, (n, 3)) * [1.0, 50.0, 0.01] + [0.0, 1000.0, 0.0]
-    y = np.sin(2 * X[:, 0]) + X[:, 1] / 100 + 0.1 * rng.standard_normal(n) + 7.0
-    return X, y
-
-
-def write_parquet(folder, X, y, parts=3, row_group=150):
-    folder.mkdir(exist_ok=True)
-    for k, idx in enumerate(np.array_split(np.arange(len(y)), parts)):
-        table = pa.table({"a": X[idx, 0], "b": X[idx, 1], "c": X[idx, 2], "y": y[idx]})
-        pq.write_table(table, folder / f"part-{k}.parquet", row_group_size=row_group)
-    return folder
 
 
 def streamed_rows(folder, client=None, rows=None):
