@@ -30,6 +30,7 @@ from typing import Any, NamedTuple, Protocol
 import numpy as np
 import torch
 
+from .linalg.gram import add_upper_gram_, mirror_upper
 from .preprocessing import Moments, Standardizer, chunk_moments
 from .validation import as_matrix, as_vector
 
@@ -84,11 +85,11 @@ def partition_statistics(
     with torch.no_grad():
         for X, y in _chunks(partition, scaler, _rows(features, rows), dtype):
             phi = features(X)
-            gram += phi.mT @ phi
-            proj += phi.mT @ y
+            add_upper_gram_(gram, phi)
+            proj.addmv_(phi.mT, y)
             yy += y @ y
             n += X.shape[0]
-    return Statistics(gram, proj, yy, n)
+    return Statistics(mirror_upper(gram), proj, yy, n)
 
 
 def partition_gradients(

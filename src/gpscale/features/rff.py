@@ -93,4 +93,5 @@ class RandomFourierFeatures(FeatureMap):
             raise ValueError(f"features built for {self.d} input columns, got {X.shape[-1]}")
         proj = (X / self.lengthscale) @ self.omega.mT
         scale = math.sqrt(2.0 / self.num_features)
-        return torch.cat([torch.cos(proj), torch.sin(proj)], dim=-1) * scale
+        # scaled in place: a fresh (n, p) product would cost another pass over memory
+        return torch.cat([torch.cos(proj), torch.sin(proj)], dim=-1).mul_(scale)
