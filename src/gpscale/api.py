@@ -37,7 +37,9 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
     :data:`gpscale.kernels.KERNELS` or a :class:`Kernel` (copied, not modified). With
     ``standardize`` (default) X's columns and y are scaled to zero mean and unit variance
     for training and predictions are mapped back; hyperparameters (and options such as
-    ``noise``) are then in standardised units. ``options`` go to the method (for
+    ``noise``) are then in standardised units. Columns read by a kernel on counts,
+    histograms or codes (Tanimoto, Intersection, Hamming, spectrum: ``Kernel.raw_inputs``)
+    keep their values; y is still standardised. ``options`` go to the method (for
     ``"exact"``: noise, mean, max_iter, restarts, seed, progress, device, dtype).
 
     Methods that train from passes over the rows (``Method.streams``, e.g. ``rff``) never
@@ -64,7 +66,8 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
                          "least 2 samples to learn hyperparameters")
     Xn, yn = Xt.cpu().numpy(), yt.cpu().numpy()
     k, kernel_name = _kernel(kernel, Xn.shape[1])
-    scaler = Standardizer.fit(Xn, yn) if standardize else Standardizer.identity(Xn.shape[1])
+    scaler = (Standardizer.fit(Xn, yn).keep_columns(k.raw_columns(Xn.shape[1]))
+              if standardize else Standardizer.identity(Xn.shape[1]))
     Xs = torch.as_tensor(scaler.transform_x(Xn), dtype=torch.float64)
     ys = torch.as_tensor(scaler.transform_y(yn), dtype=torch.float64)
     with connect(scheduler, workers) as client:
@@ -91,8 +94,8 @@ def _fit_source(source: Source, m: Method, kernel: str | Kernel, standardize: bo
     k, kernel_name = _kernel(kernel, source.num_features)
     with connect(scheduler, workers) as client:
         parts = tuple(source.partitions())
-        scaler = (source_scaler(parts, client) if standardize
-                  else Standardizer.identity(source.num_features))
+        scaler = (source_scaler(parts, client).keep_columns(k.raw_columns(source.num_features))
+                  if standardize else Standardizer.identity(source.num_features))
         rows = PartitionRows(parts, source.num_features, scaler, client)
         model, result = m.fit_fn(rows, None, k, **options)
         if model.n < 2:
