@@ -17,7 +17,7 @@ from .methods import METHODS, Method, get_method, register_method
 from .models.feature import PartitionRows
 from .predictor import FORMAT_VERSION, Predictor, column_names, load, writable
 from .preprocessing import Standardizer
-from .validation import check_xy
+from .validation import as_dtype, check_device, check_xy
 
 __all__ = ["fit", "load", "Predictor", "register_method", "get_method", "METHODS", "Method",
            "FORMAT_VERSION"]
@@ -50,6 +50,7 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
     """
     m = get_method(method)
     m.check_options(options)
+    options = _device_dtype(options)
     if y is None or isinstance(X, Source):
         source = X if isinstance(X, Source) else open_source(X, target=target)
         return _fit_source(source, m, kernel, standardize, scheduler, workers, options)
@@ -106,6 +107,17 @@ def _fit_source(source: Source, m: Method, kernel: str | Kernel, standardize: bo
     return Predictor(model, scaler, result, method=m.name, kernel_name=kernel_name,
                      standardize=bool(standardize), feature_names=source.feature_names,
                      target_name=source.target_name)
+
+
+def _device_dtype(options: dict[str, Any]) -> dict[str, Any]:
+    """``device`` and ``dtype`` options checked (ValueError saying what is accepted)
+    before any data are read or any work is done."""
+    out = dict(options)
+    if "device" in out:
+        out["device"] = check_device(out["device"])
+    if "dtype" in out:
+        out["dtype"] = as_dtype(out["dtype"])
+    return out
 
 
 def _check_cluster_use(m: Method, scheduler: Any, workers: int | None) -> None:

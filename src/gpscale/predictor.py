@@ -27,7 +27,7 @@ from .methods import METHODS
 from .models import GPModel, model_class
 from .preprocessing import Standardizer
 from .train import FitResult
-from .validation import as_matrix
+from .validation import as_matrix, check_device
 
 __all__ = ["Predictor", "load", "FORMAT_VERSION", "column_names", "writable"]
 
@@ -145,6 +145,7 @@ class Predictor:
 
 def load(path: str | os.PathLike, device: torch.device | str | None = None) -> Predictor:
     """Read a predictor written by :meth:`Predictor.save` (optionally onto ``device``)."""
+    device = check_device(device)
     if not (path := Path(path)).is_file():
         raise FileNotFoundError(f"model file {str(path)!r} not found")
     try:
