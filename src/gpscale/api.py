@@ -31,7 +31,9 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
     The data: ``X`` (n, d) inputs and ``y`` (n,) targets in memory (numpy, nested lists,
     pandas, tensors); or ``X`` alone as a source of rows with ``target=`` naming the
     target column: a path, glob, directory or list of CSV / Parquet files, a pandas or
-    dask DataFrame, a :class:`gpscale.io.Source` (see :func:`gpscale.io.open_source`).
+    dask DataFrame, a :class:`gpscale.io.Source` (see :func:`gpscale.io.open_source`;
+    :func:`gpscale.io.open_strings` makes the inputs from a SMILES or sequence column,
+    and the predictor then takes those strings).
 
     ``method`` names an entry of :data:`METHODS`; ``kernel`` one of
     :data:`gpscale.kernels.KERNELS` or a :class:`Kernel` (copied, not modified). With
@@ -91,6 +93,7 @@ def _fit_source(source: Source, m: Method, kernel: str | Kernel, standardize: bo
         pred = fit(X, y, m.name, kernel, standardize, scheduler=scheduler, workers=workers,
                    **options)
         pred.feature_names, pred.target_name = source.feature_names, source.target_name
+        pred.inputs = source.inputs
         return pred
     k, kernel_name = _kernel(kernel, source.num_features)
     with connect(scheduler, workers) as client:
@@ -106,7 +109,7 @@ def _fit_source(source: Source, m: Method, kernel: str | Kernel, standardize: bo
             model.freeze()  # the statistics at the fitted θ, read while the cluster is up
     return Predictor(model, scaler, result, method=m.name, kernel_name=kernel_name,
                      standardize=bool(standardize), feature_names=source.feature_names,
-                     target_name=source.target_name)
+                     target_name=source.target_name, inputs=source.inputs)
 
 
 def _device_dtype(options: dict[str, Any]) -> dict[str, Any]:

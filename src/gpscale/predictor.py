@@ -22,6 +22,7 @@ from torch import nn
 
 from . import kernels as _kernels
 from .files import atomic_path
+from .io.inputs import StringInputs
 from .kernels import Kernel
 from .methods import METHODS
 from .models import GPModel, model_class
@@ -41,11 +42,13 @@ class Predictor:
     def __init__(self, model: nn.Module, scaler: Standardizer, result: FitResult,
                  method: str, kernel_name: str, standardize: bool = True,
                  feature_names: list[str] | None = None,
-                 target_name: str | None = None) -> None:
+                 target_name: str | None = None, inputs: StringInputs | None = None) -> None:
         self.model, self.scaler, self.result = model, scaler, result
         self.method, self.kernel_name, self.standardize = method, kernel_name, standardize
         #: input column names and target name, when the training data had them
         self.feature_names, self.target_name = feature_names, target_name
+        #: how the inputs were made from a string column (SMILES, sequences), or None
+        self.inputs = inputs
 
     @property
     def n_features(self) -> int:
@@ -72,6 +75,8 @@ class Predictor:
         return list(self.feature_names)
 
     def _inputs(self, X: Any) -> np.ndarray:
+        if self.inputs is not None and (strings := self._strings(X)) is not None:
+            return self.inputs.transform(strings, lambda i: f"X[{i}]")
         names = column_names(X)
         if names is not None and self.feature_names is not None:
             X = X[self.match_columns(names)]
@@ -80,6 +85,19 @@ class Predictor:
             raise ValueError(f"X has {Xn.shape[1]} columns but the model was trained on "
                              f"{self.n_features}")
         return Xn
+
+    def _strings(self, X: Any) -> list[Any] | None:
+        """The strings of the model's string column in X (a data frame with that column,
+        or a sequence of strings), None when X holds something else."""
+        column = self.inputs.column
+        if column_names(X) is not None and column in column_names(X):
+            return list(X[column])
+        if isinstance(X, str):
+            raise ValueError(f"X must be a sequence of strings ({self.inputs.kind}), not "
+                             "a single string: wrap it in a list")
+        if isinstance(X, (list, tuple)) or (isinstance(X, np.ndarray) and X.dtype.kind in "OUS"):
+            return list(X)
+        return None
 
     def predict(self, X: Any, return_std: bool = False,
                 include_noise: bool = True) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
@@ -104,8 +122,9 @@ class Predictor:
         units = ("standardised units (X columns and y scaled to mean 0, std 1)"
                  if self.standardize else "the data's units")
         table = self.model.summary() if hasattr(self.model, "summary") else repr(self.model)
+        made = f" ({self.inputs.describe()})" if self.inputs is not None else ""
         return (f"gpscale predictor: method {self.method!r} ({m.description if m else '?'}),"
-                f" kernel {self.kernel_name!r}\ninputs: {self.n_features}"
+                f" kernel {self.kernel_name!r}\ninputs: {self.n_features}{made}"
                 f"{' ' + str(self.feature_names) if self.feature_names else ''}, training "
                 f"points: {getattr(self.model, 'n', '?')}\nfit: {self.result}\n"
                 f"hyperparameters, in {units}:\n{table}")
@@ -131,6 +150,7 @@ class Predictor:
                            for k, v in self.model.saved_state().items()},
             "scaler": _plain(self.scaler.state()), "standardize": self.standardize,
             "feature_names": self.feature_names, "target_name": self.target_name,
+            "inputs": None if self.inputs is None else _plain(self.inputs.state()),
             "result": _plain(dataclasses.asdict(self.result)),
         }
 
@@ -176,7 +196,19 @@ def load(path: str | os.PathLike, device: torch.device | str | None = None) -> P
     return Predictor(model, Standardizer.from_state(saved["scaler"]), result,
                      method=saved["method"],
                      kernel_name=saved["kernel_name"], standardize=saved["standardize"],
-                     feature_names=saved["feature_names"], target_name=saved["target_name"])
+                     feature_names=saved["feature_names"], target_name=saved["target_name"],
+                     inputs=_string_inputs(saved.get("inputs"), path))
+
+
+def _string_inputs(state: Any, path: Path) -> StringInputs | None:
+    """The saved :class:`StringInputs` (files before them have none)."""
+    if state is None:
+        return None
+    try:
+        return StringInputs.from_state(state)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{str(path)!r}: its string-input settings cannot be read ({err}); "
+                         "fit the model again") from None
 
 
 # -- helpers --------------------------------------------------------------------------------
