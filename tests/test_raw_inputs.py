@@ -33,6 +33,7 @@ def test_count_kernels_fit_with_defaults_on_esol(data_dir, kernel):
     np.testing.assert_array_equal(model.scaler.x_scale, 1.0)
     assert model.scaler.y_mean == pytest.approx(y[train].mean())
     assert model.scaler.y_scale == pytest.approx(y[train].std())
+    assert "X as given" in model.summary()
     mean, std = model.predict(X[test], return_std=True)
     rmse = float(np.sqrt(np.mean((mean - y[test]) ** 2)))
     assert np.isfinite(mean).all() and (std > 0).all()

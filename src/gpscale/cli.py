@@ -25,7 +25,7 @@ from .threads import thread_limit
 
 __all__ = ["main", "build_parser"]
 
-#: rows predicted per chunk by ``gpscale predict`` (memory stays bounded)
+#: rows predicted per chunk by ``gpscale predict`` (fewer for wide inputs: memory stays bounded)
 PREDICT_ROWS = 65_536
 #: ``gpscale fit`` says how much memory a method that loads every row will hold above this
 NOTICE_BYTES = 64 * 2**20
@@ -182,7 +182,7 @@ def _predict(args: argparse.Namespace) -> int:
     source = prediction_source(predictor, args.data)  # read as the model was trained
 
     def rows():
-        for X, _ in source.chunks(rows=PREDICT_ROWS):
+        for X, _ in source.chunks(rows=min(PREDICT_ROWS, source.default_rows())):
             mean, std = predictor.predict(X, return_std=True)
             yield {"mean": mean, "std": std}
 

@@ -119,8 +119,11 @@ class Predictor:
     def summary(self) -> str:
         """Method, data, fit outcome and the hyperparameter table."""
         m = METHODS.get(self.method)
-        units = ("standardised units (X columns and y scaled to mean 0, std 1)"
-                 if self.standardize else "the data's units")
+        raw = self.kernel.raw_columns(self.n_features) if self.kernel is not None else []
+        units = ("the data's units" if not self.standardize else
+                 "standardised units (y scaled to mean 0, std 1; X as given: the kernel "
+                 "reads counts or codes)" if len(raw) == self.n_features else
+                 "standardised units (X columns and y scaled to mean 0, std 1)")
         table = self.model.summary() if hasattr(self.model, "summary") else repr(self.model)
         made = f" ({self.inputs.describe()})" if self.inputs is not None else ""
         return (f"gpscale predictor: method {self.method!r} ({m.description if m else '?'}),"
