@@ -39,6 +39,8 @@ def test_reaction_counts_are_both_sides_side_by_side(chem):
         reaction_counts(["CCO>>CC=O", "CCO"])
     with pytest.raises(ValueError, match=r"reactions\[0\] = 'CCO>>C1CC': RDKit cannot parse"):
         reaction_counts(["CCO>>C1CC"])
+    with pytest.raises(ValueError, match=r"smiles\[1\] = 'CCO>>CC=O' is a reaction SMILES"):
+        morgan_counts(["CCO", "CCO>>CC=O"])  # instead of RDKit's parse error
 
 
 def test_fit_on_a_frame_and_predict_from_strings(tmp_path, chem):

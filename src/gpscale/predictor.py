@@ -7,6 +7,8 @@ subclass, ``model_options`` holds its ``to_config()``, ``state_dict`` its
 ``saved_state()`` and ``kernel_config`` its kernel's ``Kernel.config()``. Format
 version 2 keeps a feature model's statistics (ΦᵀΦ, Φᵀy, yᵀy, n) and a GRIEF model's
 grid instead of the training rows; version 1 files, which hold the rows, still load.
+``inputs`` (absent from older files) holds how the inputs were made from a string
+column (:class:`gpscale.io.inputs.StringInputs`), None for numeric columns.
 """
 
 from __future__ import annotations

@@ -94,8 +94,9 @@ def morgan_rows(smiles: list[str], radius: int, n_bits: int,
     with _quiet_rdkit():
         for i, s in enumerate(smiles):
             if is_reaction(s):
-                raise ValueError(f"{label(i)} = {s!r} is a reaction SMILES (it has '>') "
-                                 "among molecules; give molecules only, or reactions only")
+                raise ValueError(f"{label(i)} = {s!r} is a reaction SMILES (it has '>'), "
+                                 "not a molecule: fingerprint reactions with reaction_counts, "
+                                 "and keep reactions and molecules in separate columns")
             fp = count(s)
             if fp is None:
                 raise ValueError(f"{label(i)} = {s!r} cannot be parsed by RDKit; fix or drop "
