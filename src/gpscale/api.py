@@ -17,7 +17,7 @@ from .methods import METHODS, Method, get_method, register_method
 from .models.feature import PartitionRows
 from .predictor import FORMAT_VERSION, Predictor, column_names, load, writable
 from .preprocessing import Standardizer
-from .validation import check_xy
+from .validation import as_dtype, check_device, check_xy
 
 __all__ = ["fit", "load", "Predictor", "register_method", "get_method", "METHODS", "Method",
            "FORMAT_VERSION"]
@@ -31,13 +31,17 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
     The data: ``X`` (n, d) inputs and ``y`` (n,) targets in memory (numpy, nested lists,
     pandas, tensors); or ``X`` alone as a source of rows with ``target=`` naming the
     target column: a path, glob, directory or list of CSV / Parquet files, a pandas or
-    dask DataFrame, a :class:`gpscale.io.Source` (see :func:`gpscale.io.open_source`).
+    dask DataFrame, a :class:`gpscale.io.Source` (see :func:`gpscale.io.open_source`;
+    :func:`gpscale.io.open_strings` makes the inputs from a SMILES or sequence column,
+    and the predictor then takes those strings).
 
     ``method`` names an entry of :data:`METHODS`; ``kernel`` one of
     :data:`gpscale.kernels.KERNELS` or a :class:`Kernel` (copied, not modified). With
     ``standardize`` (default) X's columns and y are scaled to zero mean and unit variance
     for training and predictions are mapped back; hyperparameters (and options such as
-    ``noise``) are then in standardised units. ``options`` go to the method (for
+    ``noise``) are then in standardised units. Columns read by a kernel on counts,
+    histograms or codes (Tanimoto, Intersection, Hamming, spectrum: ``Kernel.raw_inputs``)
+    keep their values; y is still standardised. ``options`` go to the method (for
     ``"exact"``: noise, mean, max_iter, restarts, seed, progress, device, dtype).
 
     Methods that train from passes over the rows (``Method.streams``, e.g. ``rff``) never
@@ -48,6 +52,7 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
     """
     m = get_method(method)
     m.check_options(options)
+    options = _device_dtype(options)
     if y is None or isinstance(X, Source):
         source = X if isinstance(X, Source) else open_source(X, target=target)
         return _fit_source(source, m, kernel, standardize, scheduler, workers, options)
@@ -64,7 +69,8 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
                          "least 2 samples to learn hyperparameters")
     Xn, yn = Xt.cpu().numpy(), yt.cpu().numpy()
     k, kernel_name = _kernel(kernel, Xn.shape[1])
-    scaler = Standardizer.fit(Xn, yn) if standardize else Standardizer.identity(Xn.shape[1])
+    scaler = (Standardizer.fit(Xn, yn).keep_columns(k.raw_columns(Xn.shape[1]))
+              if standardize else Standardizer.identity(Xn.shape[1]))
     Xs = torch.as_tensor(scaler.transform_x(Xn), dtype=torch.float64)
     ys = torch.as_tensor(scaler.transform_y(yn), dtype=torch.float64)
     with connect(scheduler, workers) as client:
@@ -87,12 +93,13 @@ def _fit_source(source: Source, m: Method, kernel: str | Kernel, standardize: bo
         pred = fit(X, y, m.name, kernel, standardize, scheduler=scheduler, workers=workers,
                    **options)
         pred.feature_names, pred.target_name = source.feature_names, source.target_name
+        pred.inputs = source.inputs
         return pred
     k, kernel_name = _kernel(kernel, source.num_features)
     with connect(scheduler, workers) as client:
         parts = tuple(source.partitions())
-        scaler = (source_scaler(parts, client) if standardize
-                  else Standardizer.identity(source.num_features))
+        scaler = (source_scaler(parts, client).keep_columns(k.raw_columns(source.num_features))
+                  if standardize else Standardizer.identity(source.num_features))
         rows = PartitionRows(parts, source.num_features, scaler, client)
         model, result = m.fit_fn(rows, None, k, **options)
         if model.n < 2:
@@ -102,7 +109,18 @@ def _fit_source(source: Source, m: Method, kernel: str | Kernel, standardize: bo
             model.freeze()  # the statistics at the fitted θ, read while the cluster is up
     return Predictor(model, scaler, result, method=m.name, kernel_name=kernel_name,
                      standardize=bool(standardize), feature_names=source.feature_names,
-                     target_name=source.target_name)
+                     target_name=source.target_name, inputs=source.inputs)
+
+
+def _device_dtype(options: dict[str, Any]) -> dict[str, Any]:
+    """``device`` and ``dtype`` options checked (ValueError saying what is accepted)
+    before any data are read or any work is done."""
+    out = dict(options)
+    if "device" in out:
+        out["device"] = check_device(out["device"])
+    if "dtype" in out:
+        out["dtype"] = as_dtype(out["dtype"])
+    return out
 
 
 def _check_cluster_use(m: Method, scheduler: Any, workers: int | None) -> None:

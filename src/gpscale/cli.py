@@ -18,14 +18,14 @@ from collections.abc import Sequence
 
 from . import __version__, api
 from .files import check_output
-from .io import find_files, open_source, write_table
+from .io import find_files, prediction_source, training_source, write_table
 from .kernels import KERNELS
-from .methods.options import parse_option
+from .methods.options import parse_option, placement_options
 from .threads import thread_limit
 
 __all__ = ["main", "build_parser"]
 
-#: rows predicted per chunk by ``gpscale predict`` (memory stays bounded)
+#: rows predicted per chunk by ``gpscale predict`` (fewer for wide inputs: memory stays bounded)
 PREDICT_ROWS = 65_536
 #: ``gpscale fit`` says how much memory a method that loads every row will hold above this
 NOTICE_BYTES = 64 * 2**20
@@ -65,8 +65,9 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--target", required=True, help="name of the column to predict")
     fit.add_argument("--method", default="exact",
                      help=f"training method: {', '.join(api.METHODS)} (default: exact)")
-    fit.add_argument("--kernel", default="rbf-ard",
-                     help=f"kernel: {', '.join(KERNELS)} (default: rbf-ard)")
+    fit.add_argument("--kernel", default=None,
+                     help=f"kernel: {', '.join(KERNELS)} (default: rbf-ard; tanimoto with "
+                     "--smiles, hamming with --sequence)")
     fit.add_argument("--max-iter", type=int, default=None, help="optimiser iterations")
     fit.add_argument("--restarts", type=int, default=None,
                      help="extra optimiser runs from perturbed starts")
@@ -74,6 +75,16 @@ def build_parser() -> argparse.ArgumentParser:
     fit.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
                      help="an option of the method, e.g. --option num_features=1024 "
                      "(repeatable; parsed by the type of the method's default)")
+    fit.add_argument("--smiles", metavar="COLUMN", default=None,
+                     help="the inputs are Morgan count fingerprints of this column's SMILES "
+                     "(reaction SMILES A.B>>C: reactant and product counts side by side); "
+                     "other columns are ignored. Needs RDKit: pip install 'gpscale[chem]'")
+    fit.add_argument("--sequence", metavar="COLUMN", default=None,
+                     help="the inputs are this column's sequences: integer codes for "
+                     "--kernel hamming (aligned, equal length), 3-mer counts for --kernel "
+                     "spectrum; other columns are ignored")
+    fit.add_argument("--device", default=None, help="torch device, e.g. cpu or cuda:0")
+    fit.add_argument("--dtype", default=None, help="float64 (default) or float32")
     fit.add_argument("--no-standardize", action="store_true",
                      help="train on the raw columns (default: standardise X and y)")
     fit.add_argument("--scheduler", default=None, metavar="ADDRESS",
@@ -95,6 +106,7 @@ def build_parser() -> argparse.ArgumentParser:
                       "a directory; a target column is ignored)")
     pred.add_argument("--out", required=True,
                       help="file to write, columns mean,std: .csv or .parquet")
+    pred.add_argument("--device", default=None, help="torch device to predict on (e.g. cpu)")
 
     sub.add_parser("bench", help="run a benchmark (gpscale bench --help)", add_help=False)
     return parser
@@ -136,7 +148,9 @@ def _demo(args: argparse.Namespace) -> int:
 def _fit(args: argparse.Namespace) -> int:
     check_output(args.out, inputs=find_files(args.data))
     method = api.get_method(args.method)
-    source = open_source(args.data, target=args.target)
+    placement = placement_options(method, args.device, args.dtype)
+    source, kernel = training_source(args.data, args.target, args.kernel, smiles=args.smiles,
+                                     sequence=args.sequence)
     if not method.streams and (size := source.memory_bytes()) >= NOTICE_BYTES:
         print(f"gpscale: method {method.name!r} holds all rows in memory: "
               f"{size / 2**20:.0f} MiB of float64 for {source.num_rows()} rows x "
@@ -145,9 +159,10 @@ def _fit(args: argparse.Namespace) -> int:
     options = {k: v for k, v in (("max_iter", args.max_iter), ("restarts", args.restarts),
                                  ("seed", args.seed)) if v is not None}
     options.update(parse_option(method, text) for text in args.option)
+    options.update(placement)
     if method.options is None or "progress" in method.options:
         options["progress"] = True
-    predictor = api.fit(source, method=args.method, kernel=args.kernel,
+    predictor = api.fit(source, method=args.method, kernel=kernel,
                         standardize=not args.no_standardize, scheduler=args.scheduler,
                         workers=args.workers, **options)
     interrupted = predictor.result.reason == "interrupted"
@@ -163,14 +178,11 @@ def _fit(args: argparse.Namespace) -> int:
 
 def _predict(args: argparse.Namespace) -> int:
     check_output(args.out, inputs=[*find_files(args.data), args.model])
-    predictor = api.load(args.model)
-    columns = open_source(args.data).feature_names  # every column, read from the header
-    names = predictor.match_columns(columns, args.data)
-    source = open_source(args.data, features=names,
-                         exclude=[c for c in columns if c not in names])
+    predictor = api.load(args.model, device=args.device)
+    source = prediction_source(predictor, args.data)  # read as the model was trained
 
     def rows():
-        for X, _ in source.chunks(rows=PREDICT_ROWS):
+        for X, _ in source.chunks(rows=min(PREDICT_ROWS, source.default_rows())):
             mean, std = predictor.predict(X, return_std=True)
             yield {"mean": mean, "std": std}
 

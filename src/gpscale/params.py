@@ -49,7 +49,9 @@ class Positive:
 
     def __set__(self, obj: nn.Module, value) -> None:
         existing = obj._parameters.get(self.raw_name) if "_parameters" in obj.__dict__ else None
-        like = existing if existing is not None else None
+        like = existing
+        if like is None and isinstance(value, torch.Tensor) and value.is_floating_point():
+            like = value  # a new parameter takes a floating tensor's dtype and device
         value = torch.as_tensor(
             value,
             dtype=like.dtype if like is not None else torch.float64,

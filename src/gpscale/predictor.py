@@ -7,6 +7,8 @@ subclass, ``model_options`` holds its ``to_config()``, ``state_dict`` its
 ``saved_state()`` and ``kernel_config`` its kernel's ``Kernel.config()``. Format
 version 2 keeps a feature model's statistics (ΦᵀΦ, Φᵀy, yᵀy, n) and a GRIEF model's
 grid instead of the training rows; version 1 files, which hold the rows, still load.
+``inputs`` (absent from older files) holds how the inputs were made from a string
+column (:class:`gpscale.io.inputs.StringInputs`), None for numeric columns.
 """
 
 from __future__ import annotations
@@ -22,12 +24,13 @@ from torch import nn
 
 from . import kernels as _kernels
 from .files import atomic_path
+from .io.inputs import StringInputs
 from .kernels import Kernel
 from .methods import METHODS
 from .models import GPModel, model_class
 from .preprocessing import Standardizer
 from .train import FitResult
-from .validation import as_matrix
+from .validation import as_matrix, check_device
 
 __all__ = ["Predictor", "load", "FORMAT_VERSION", "column_names", "writable"]
 
@@ -41,11 +44,13 @@ class Predictor:
     def __init__(self, model: nn.Module, scaler: Standardizer, result: FitResult,
                  method: str, kernel_name: str, standardize: bool = True,
                  feature_names: list[str] | None = None,
-                 target_name: str | None = None) -> None:
+                 target_name: str | None = None, inputs: StringInputs | None = None) -> None:
         self.model, self.scaler, self.result = model, scaler, result
         self.method, self.kernel_name, self.standardize = method, kernel_name, standardize
         #: input column names and target name, when the training data had them
         self.feature_names, self.target_name = feature_names, target_name
+        #: how the inputs were made from a string column (SMILES, sequences), or None
+        self.inputs = inputs
 
     @property
     def n_features(self) -> int:
@@ -72,6 +77,8 @@ class Predictor:
         return list(self.feature_names)
 
     def _inputs(self, X: Any) -> np.ndarray:
+        if self.inputs is not None and (strings := self._strings(X)) is not None:
+            return self.inputs.transform(strings, lambda i: f"X[{i}]")
         names = column_names(X)
         if names is not None and self.feature_names is not None:
             X = X[self.match_columns(names)]
@@ -80,6 +87,19 @@ class Predictor:
             raise ValueError(f"X has {Xn.shape[1]} columns but the model was trained on "
                              f"{self.n_features}")
         return Xn
+
+    def _strings(self, X: Any) -> list[Any] | None:
+        """The strings of the model's string column in X (a data frame with that column,
+        or a sequence of strings), None when X holds something else."""
+        column = self.inputs.column
+        if column_names(X) is not None and column in column_names(X):
+            return list(X[column])
+        if isinstance(X, str):
+            raise ValueError(f"X must be a sequence of strings ({self.inputs.kind}), not "
+                             "a single string: wrap it in a list")
+        if isinstance(X, (list, tuple)) or (isinstance(X, np.ndarray) and X.dtype.kind in "OUS"):
+            return list(X)
+        return None
 
     def predict(self, X: Any, return_std: bool = False,
                 include_noise: bool = True) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
@@ -101,11 +121,15 @@ class Predictor:
     def summary(self) -> str:
         """Method, data, fit outcome and the hyperparameter table."""
         m = METHODS.get(self.method)
-        units = ("standardised units (X columns and y scaled to mean 0, std 1)"
-                 if self.standardize else "the data's units")
+        raw = self.kernel.raw_columns(self.n_features) if self.kernel is not None else []
+        units = ("the data's units" if not self.standardize else
+                 "standardised units (y scaled to mean 0, std 1; X as given: the kernel "
+                 "reads counts or codes)" if len(raw) == self.n_features else
+                 "standardised units (X columns and y scaled to mean 0, std 1)")
         table = self.model.summary() if hasattr(self.model, "summary") else repr(self.model)
+        made = f" ({self.inputs.describe()})" if self.inputs is not None else ""
         return (f"gpscale predictor: method {self.method!r} ({m.description if m else '?'}),"
-                f" kernel {self.kernel_name!r}\ninputs: {self.n_features}"
+                f" kernel {self.kernel_name!r}\ninputs: {self.n_features}{made}"
                 f"{' ' + str(self.feature_names) if self.feature_names else ''}, training "
                 f"points: {getattr(self.model, 'n', '?')}\nfit: {self.result}\n"
                 f"hyperparameters, in {units}:\n{table}")
@@ -131,6 +155,7 @@ class Predictor:
                            for k, v in self.model.saved_state().items()},
             "scaler": _plain(self.scaler.state()), "standardize": self.standardize,
             "feature_names": self.feature_names, "target_name": self.target_name,
+            "inputs": None if self.inputs is None else _plain(self.inputs.state()),
             "result": _plain(dataclasses.asdict(self.result)),
         }
 
@@ -145,6 +170,7 @@ class Predictor:
 
 def load(path: str | os.PathLike, device: torch.device | str | None = None) -> Predictor:
     """Read a predictor written by :meth:`Predictor.save` (optionally onto ``device``)."""
+    device = check_device(device)
     if not (path := Path(path)).is_file():
         raise FileNotFoundError(f"model file {str(path)!r} not found")
     try:
@@ -175,7 +201,19 @@ def load(path: str | os.PathLike, device: torch.device | str | None = None) -> P
     return Predictor(model, Standardizer.from_state(saved["scaler"]), result,
                      method=saved["method"],
                      kernel_name=saved["kernel_name"], standardize=saved["standardize"],
-                     feature_names=saved["feature_names"], target_name=saved["target_name"])
+                     feature_names=saved["feature_names"], target_name=saved["target_name"],
+                     inputs=_string_inputs(saved.get("inputs"), path))
+
+
+def _string_inputs(state: Any, path: Path) -> StringInputs | None:
+    """The saved :class:`StringInputs` (files before them have none)."""
+    if state is None:
+        return None
+    try:
+        return StringInputs.from_state(state)
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"{str(path)!r}: its string-input settings cannot be read ({err}); "
+                         "fit the model again") from None
 
 
 # -- helpers --------------------------------------------------------------------------------

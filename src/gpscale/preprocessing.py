@@ -172,6 +172,15 @@ class Standardizer:
     def identity(cls, d: int) -> Standardizer:
         return cls(np.zeros(d), np.ones(d), 0.0, 1.0)
 
+    def keep_columns(self, cols: Iterable[int]) -> Standardizer:
+        """This scaler with the input columns ``cols`` left as given (mean 0, scale 1):
+        the columns a count, histogram or sequence kernel reads
+        (:meth:`gpscale.kernels.Kernel.raw_columns`); y is unchanged."""
+        cols = list(cols)
+        x_mean, x_scale = self.x_mean.copy(), self.x_scale.copy()
+        x_mean[cols], x_scale[cols] = 0.0, 1.0
+        return Standardizer(x_mean, x_scale, self.y_mean, self.y_scale)
+
     def transform_x(self, X: np.ndarray) -> np.ndarray:
         e = _exponent(self.x_mean, self.x_scale)
         return ((np.ldexp(np.asarray(X, dtype=np.float64), -e) - np.ldexp(self.x_mean, -e))

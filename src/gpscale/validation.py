@@ -113,3 +113,42 @@ def as_dtype(dtype: torch.dtype | str) -> torch.dtype:
     if not isinstance(value, torch.dtype) or not value.is_floating_point:
         raise ValueError(f"dtype must be a floating torch dtype like 'float64', got {dtype!r}")
     return value
+
+
+def check_device(device: Any) -> torch.device | None:
+    """``device`` (None, a name such as ``'cpu'`` or ``'cuda:0'``, or a
+    :class:`torch.device`) as a device this machine has; ValueError saying which are
+    accepted otherwise, before any work is done on it."""
+    if device is None:
+        return None
+    have = available_devices()
+    accepted = f"accepted here: {', '.join(repr(d) for d in have)} (or None)"
+    dev = None
+    if isinstance(device, torch.device):
+        dev = device
+    elif isinstance(device, str):
+        try:
+            dev = torch.device(device.strip())
+        except (RuntimeError, ValueError):
+            dev = None
+    if dev is None:
+        raise ValueError(f"device must be a device name like 'cpu' or 'cuda:0', got "
+                         f"{device!r}; {accepted}")
+    if dev.type == "cpu":
+        return torch.device("cpu")
+    if dev.type == "cuda" and torch.cuda.is_available():
+        if dev.index is None or dev.index < torch.cuda.device_count():
+            return dev
+    if dev.type == "mps" and dev.index in (None, 0) and torch.backends.mps.is_available():
+        return dev
+    raise ValueError(f"device {device!r} is not available on this machine; {accepted}")
+
+
+def available_devices() -> list[str]:
+    """The device names :func:`check_device` accepts on this machine."""
+    out = ["cpu"]
+    if torch.cuda.is_available():
+        out += ["cuda"] + [f"cuda:{i}" for i in range(torch.cuda.device_count())]
+    if torch.backends.mps.is_available():
+        out.append("mps")
+    return out

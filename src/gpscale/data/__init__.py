@@ -1,7 +1,7 @@
 """Data: the real sets of ../shared/data (downloaded with a checksum when absent), the
 weekly CO₂ record shipped by statsmodels, and the GPCV-ADMM synthetic generators."""
 
-from .featurize import kmer_counts, morgan_counts, sequence_codes
+from .featurize import kmer_counts, morgan_counts, reaction_counts, sequence_codes
 from .loaders import (
     DISCRETE_COLUMNS,
     DISCRETE_NAMES,
@@ -32,5 +32,5 @@ __all__ = [
     "uci_from_raw", "snelson_from_raw", "kin40k_from_raw", "co2_monthly_from_raw",
     "decimal_year",
     "PAPER_THETA", "SyntheticSet", "synthetic_admm", "gp_draw", "paper_kernel",
-    "morgan_counts", "sequence_codes", "kmer_counts",
+    "morgan_counts", "reaction_counts", "sequence_codes", "kmer_counts",
 ]

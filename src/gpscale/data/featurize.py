@@ -1,7 +1,8 @@
 """Strings to tensors for the discrete kernels of :mod:`gpscale.kernels.discrete`.
 
 * SMILES → Morgan count fingerprints (RDKit, an optional extra: ``pip install
-  'gpscale[chem]'``), for :class:`~gpscale.kernels.Tanimoto`;
+  'gpscale[chem]'``), for :class:`~gpscale.kernels.Tanimoto`; reaction SMILES → the
+  counts of both sides side by side (:func:`reaction_counts`);
 * equal-length sequences → integer codes, for :class:`~gpscale.kernels.Hamming`;
 * any strings → k-mer count vectors over a vocabulary built from the (training) data,
   for :class:`~gpscale.kernels.Spectrum`.
@@ -12,7 +13,8 @@ Featurisers that build a vocabulary return it, so that test strings map consiste
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 
 import numpy as np
 import torch
@@ -53,24 +55,104 @@ def morgan_counts(
     ImportError with the install hint when RDKit is missing.
     """
     smiles = _strings(smiles, "smiles")
+    out = morgan_rows(smiles, radius, n_bits, lambda i: f"smiles[{i}]")
+    return torch.as_tensor(out, dtype=dtype, device=device)
+
+
+def reaction_counts(
+    reactions: Sequence[str],
+    radius: int = 2,
+    n_bits: int = 2048,
+    dtype: torch.dtype = torch.float64,
+    device: torch.device | str | None = None,
+) -> torch.Tensor:
+    """Count fingerprints of reaction SMILES ``reactants>agents>products`` (agents may
+    be empty: ``A.B>>C``), shape (n, 2·n_bits): the Morgan counts of the left side
+    (reactants and agents, summed) followed by those of the products.
+
+    Both halves are non-negative counts, so the Tanimoto / MinMax and intersection
+    kernels apply (they need non-negative inputs) and compare reactants with reactants
+    and products with products; the signed difference fingerprint (products minus
+    reactants) is the second half minus the first. ValueError naming the row for a
+    string that is not a reaction or a part RDKit cannot parse.
+    """
+    reactions = _strings(reactions, "reactions")
+    out = reaction_rows(reactions, radius, n_bits, lambda i: f"reactions[{i}]")
+    return torch.as_tensor(out, dtype=dtype, device=device)
+
+
+def is_reaction(s: str) -> bool:
+    """Whether ``s`` is written as a reaction SMILES (it contains ``>``)."""
+    return ">" in s
+
+
+def morgan_rows(smiles: list[str], radius: int, n_bits: int,
+                label: Callable[[int], str]) -> np.ndarray:
+    """Morgan count fingerprints (n, n_bits) as float64; errors name row i as label(i)."""
+    count = _counter(radius, n_bits)
+    out = np.zeros((len(smiles), int(n_bits)), dtype=np.float64)
+    with _quiet_rdkit():
+        for i, s in enumerate(smiles):
+            if is_reaction(s):
+                raise ValueError(f"{label(i)} = {s!r} is a reaction SMILES (it has '>'), "
+                                 "not a molecule: fingerprint reactions with reaction_counts, "
+                                 "and keep reactions and molecules in separate columns")
+            fp = count(s)
+            if fp is None:
+                raise ValueError(f"{label(i)} = {s!r} cannot be parsed by RDKit; fix or drop "
+                                 "that row")
+            out[i] = fp
+    return out
+
+
+def reaction_rows(reactions: list[str], radius: int, n_bits: int,
+                  label: Callable[[int], str]) -> np.ndarray:
+    """:func:`reaction_counts` as a float64 array; errors name row i as label(i)."""
+    count = _counter(radius, n_bits)
+    n_bits = int(n_bits)
+    out = np.zeros((len(reactions), 2 * n_bits), dtype=np.float64)
+    with _quiet_rdkit():
+        for i, s in enumerate(reactions):
+            sides = s.split(">")
+            if len(sides) != 3 or not sides[0].strip() or not sides[2].strip():
+                raise ValueError(f"{label(i)} = {s!r} is not a reaction SMILES "
+                                 "'reactants>agents>products' (e.g. 'CCO.CC(=O)O>>CCOC(C)=O')"
+                                 "; give reactions only, or molecules only")
+            left = ".".join(p for p in sides[:2] if p.strip())
+            for half, part in ((0, left), (1, sides[2])):
+                fp = count(part)
+                if fp is None:
+                    raise ValueError(f"{label(i)} = {s!r}: RDKit cannot parse {part!r}; fix "
+                                     "or drop that row")
+                out[i, half * n_bits:(half + 1) * n_bits] = fp
+    return out
+
+
+def _counter(radius: int, n_bits: int) -> Callable[[str], np.ndarray | None]:
+    """A function smiles -> count fingerprint (None when RDKit cannot parse it)."""
     if int(radius) < 0:
         raise ValueError(f"radius must be >= 0, got {radius}")
     if int(n_bits) < 1:
         raise ValueError(f"n_bits must be >= 1, got {n_bits}")
-    Chem, RDLogger, rdfp = _import_rdkit()
+    Chem, _, rdfp = _import_rdkit()
     gen = rdfp.GetMorganGenerator(radius=int(radius), fpSize=int(n_bits))
-    out = np.zeros((len(smiles), int(n_bits)), dtype=np.float64)
+
+    def count(s: str) -> np.ndarray | None:
+        mol = Chem.MolFromSmiles(s) if s.strip() else None
+        return None if mol is None else gen.GetCountFingerprintAsNumPy(mol)
+
+    return count
+
+
+@contextmanager
+def _quiet_rdkit() -> Iterator[None]:
+    """RDKit's parse errors are reported by our ValueError, not on stderr."""
+    _, RDLogger, _ = _import_rdkit()
     RDLogger.DisableLog("rdApp.*")
     try:
-        for i, s in enumerate(smiles):
-            mol = Chem.MolFromSmiles(s) if s.strip() else None
-            if mol is None:
-                raise ValueError(f"smiles[{i}] = {s!r} cannot be parsed by RDKit; fix or "
-                                 "drop that row")
-            out[i] = gen.GetCountFingerprintAsNumPy(mol)
+        yield
     finally:
         RDLogger.EnableLog("rdApp.*")
-    return torch.as_tensor(out, dtype=dtype, device=device)
 
 
 def sequence_codes(

@@ -47,6 +47,9 @@ class Source:
         self.target_name = target_name
         self._arrays = arrays
         self._n: int | None = None
+        #: how the inputs were made from a string column (:mod:`gpscale.io.inputs`), or
+        #: None when they are the numeric columns themselves
+        self.inputs: Any = None
 
     @property
     def num_features(self) -> int:
@@ -218,7 +221,8 @@ def _select(available: list[str], where: str, target: str | None,
     else:
         drop = {target, *lists.get("exclude", ()), *lists.get("keep", ())}
         inputs = [c for c in available if c not in drop]
-    if not inputs:
+    if not inputs and not (features is not None and lists.get("keep")):
+        # (features=[] with keep= reads kept columns only, e.g. one string column)
         besides = f" besides the target {target!r}" if target is not None else ""
         after = " once exclude= and keep= are removed" if exclude or keep else ""
         raise ValueError(f"{where} has no input columns{besides}{after}")

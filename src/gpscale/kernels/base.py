@@ -28,6 +28,10 @@ class Kernel(nn.Module):
     when autograd is off), never a cached or shared one.
     """
 
+    #: the kernel reads its columns as given (counts, histograms, integer codes):
+    #: :func:`gpscale.fit` leaves them unstandardised (see :meth:`raw_columns`)
+    raw_inputs: bool = False
+
     def __init__(self, active_dims: list[int] | None = None) -> None:
         super().__init__()
         self.active_dims = list(active_dims) if active_dims is not None else None
@@ -85,6 +89,16 @@ class Kernel(nn.Module):
             for value in vars(mod).values():
                 if isinstance(value, InputMemo):
                     value.clear()
+
+    def raw_columns(self, d: int) -> list[int]:
+        """The columns of a d-column input that some part of this kernel reads as given
+        (a part with ``raw_inputs``: its ``active_dims``, or every column); sorted."""
+        cols: set[int] = set()
+        for k in self.modules():
+            if isinstance(k, Kernel) and k.raw_inputs:
+                dims = range(d) if k.active_dims is None else k.active_dims
+                cols.update(int(c) % d for c in dims)
+        return sorted(cols)
 
     # -- algebra --------------------------------------------------------------------
     def __add__(self, other: Kernel) -> Kernel:

@@ -48,7 +48,8 @@ MAX_TRANSPOSED = 2**25
 
 
 class _Budgeted(Kernel):
-    """A kernel whose pairwise reduction is blocked to ``budget`` bytes.
+    """A kernel whose pairwise reduction is blocked to ``budget`` bytes (on inputs used
+    as given: ``raw_inputs``).
 
     Subclasses split the work into ``_reduce(X1, X2)``, which depends on no parameter
     and is the expensive part, and ``_finish(R)``, which applies the parameters and
@@ -56,6 +57,8 @@ class _Budgeted(Kernel):
     tensors (:class:`~gpscale.kernels.memo.InputMemo`): re-evaluating K(X, Z) with new
     hyperparameters costs only ``_finish``.
     """
+
+    raw_inputs = True
 
     def __init__(self, budget: int = DEFAULT_BUDGET, active_dims: list[int] | None = None):
         super().__init__(active_dims)
@@ -242,6 +245,8 @@ class TanimotoDot(Kernel):
     no chunking needed. k(0, 0) = 1 by convention.
     """
 
+    raw_inputs = True
+
     def _k(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
         _check_nonneg(X1, "TanimotoDot")
         _check_nonneg(X2, "TanimotoDot")
@@ -329,6 +334,8 @@ class Spectrum(Kernel):
     A cosine of count vectors, hence positive semi-definite; rows of zeros (sequences
     shorter than k) get k = 0 everywhere, including their diagonal. One matmul.
     """
+
+    raw_inputs = True
 
     def _k(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
         return self._unit(X1) @ self._unit(X2).mT

@@ -8,6 +8,7 @@ import torch
 from ..models import SparseGP
 from ..train import FitResult
 from ..train.cholqr import fit_cholqr
+from ..validation import as_dtype
 from .registry import register_method
 
 
@@ -16,12 +17,14 @@ def _cholqr(objective: str):
                           noise: float = 0.1, init=None, seed: int = 0, max_epochs: int = 100,
                           max_time: float | None = None, z: int = 16, tol: float = 1e-4,
                           progress: bool = False, device: torch.device | str | None = None,
-                          max_iter: int | None = None) -> tuple[SparseGP, FitResult]:
+                          max_iter: int | None = None,
+                          dtype: torch.dtype | str = torch.float64
+                          ) -> tuple[SparseGP, FitResult]:
         m = min(X.shape[0], 128) if m is None else m
         max_epochs = max_epochs if max_iter is None else max_iter  # the CLI's --max-iter
         return fit_cholqr(X, y, kernel, m, objective=objective, noise=noise, init=init,
                           seed=seed, max_epochs=max_epochs, max_time=max_time, z=z, tol=tol,
-                          progress=progress, device=device)
+                          progress=progress, dtype=as_dtype(dtype), device=device)
 
     fit_cholqr_method.__name__ = f"fit_cholqr_{objective}"
     fit_cholqr_method.__doc__ = (f"CholQR-{objective.upper()}: sparse GP on m (default "

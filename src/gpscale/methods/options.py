@@ -7,9 +7,10 @@ import ast
 import inspect
 from typing import Any
 
-from .registry import Method
+from ..validation import as_dtype, check_device
+from .registry import METHODS, Method
 
-__all__ = ["option_defaults", "parse_option"]
+__all__ = ["option_defaults", "parse_option", "placement_options"]
 
 
 def option_defaults(method: Method) -> dict[str, Any]:
@@ -54,6 +55,23 @@ def parse_option(method: Method, text: str) -> tuple[str, Any]:
         return name, ast.literal_eval(value)
     except (ValueError, SyntaxError):
         return name, value
+
+
+def placement_options(method: Method, device: str | None = None,
+                      dtype: str | None = None) -> dict[str, Any]:
+    """``{"device": ..., "dtype": ...}`` for the values given (``--device``, ``--dtype``),
+    checked; ValueError when ``method`` cannot honour one, naming the methods that can."""
+    out: dict[str, Any] = {}
+    for name, value in (("device", device), ("dtype", dtype)):
+        if value is None:
+            continue
+        if name not in option_defaults(method):
+            able = [n for n, m in METHODS.items() if name in option_defaults(m)]
+            why = "computes in float64 only" if name == "dtype" else "runs on the CPU only"
+            raise ValueError(f"method {method.name!r} {why}: --{name} applies to "
+                             f"{', '.join(able)}")
+        out[name] = check_device(value) if name == "device" else as_dtype(value)
+    return out
 
 
 def _show(default: Any) -> str:

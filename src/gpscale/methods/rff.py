@@ -12,7 +12,7 @@ from ..kernels import RBF, Kernel, Matern, Scale
 from ..models import FeatureGP
 from ..models.feature import PartitionRows
 from ..train import FitResult, fit_lbfgs
-from ..validation import check_int, check_positive
+from ..validation import as_dtype, check_int, check_positive
 from .registry import register
 
 
@@ -37,7 +37,8 @@ AUTO_SUBSAMPLE, AUTO_ABOVE = 20_000, 100_000
 def fit_rff(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: Kernel,
             num_features: int = 512, noise: float = 0.1, max_iter: int = 200, seed: int = 0,
             subsample: int | str | None = "auto", refine: int = 0, progress: bool = False,
-            device: torch.device | str | None = None) -> tuple[FeatureGP, FitResult]:
+            device: torch.device | str | None = None,
+            dtype: torch.dtype | str = torch.float64) -> tuple[FeatureGP, FitResult]:
     """Weight-space GP on ``num_features`` orthogonal random Fourier features of the
     kernel's spectral density, lengthscales, signal variance and noise by L-BFGS. ``X``
     may be :class:`PartitionRows` (y None): every L-BFGS evaluation is then a statistics
@@ -53,12 +54,12 @@ def fit_rff(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: Ker
     d = X.num_features if streamed else X.shape[1]
     feats = RandomFourierFeatures(d, check_int("num_features", num_features, 2),
                                   kernel=kind, ard=ard, seed=check_int("seed", seed, 0))
-    noise = check_positive("noise", noise)
+    noise, dtype = check_positive("noise", noise), as_dtype(dtype)
     max_iter, refine = check_int("max_iter", max_iter, 1), check_int("refine", refine, 0)
 
     def full(noise: float) -> FeatureGP:
-        return (FeatureGP(feats, rows=X, noise=noise, device=device) if streamed
-                else FeatureGP(feats, X, y, noise=noise, device=device))
+        return (FeatureGP(feats, rows=X, noise=noise, dtype=dtype, device=device) if streamed
+                else FeatureGP(feats, X, y, noise=noise, dtype=dtype, device=device))
 
     n = sum(int(p.num_rows) for p in X.partitions) if streamed else X.shape[0]
     m = _subsample_size(subsample, n)
@@ -66,7 +67,7 @@ def fit_rff(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: Ker
         model = full(noise)
         return model, fit_lbfgs(model, max_iter=max_iter, progress=progress, method="rff")
     Xs, ys = _sample(X, y, m, seed)
-    small = FeatureGP(feats, Xs, ys, noise=noise, device=device)
+    small = FeatureGP(feats, Xs, ys, noise=noise, dtype=dtype, device=device)
     first = fit_lbfgs(small, max_iter=max_iter, progress=progress, method="rff")
     model = full(float(small.noise.detach()))
     model.weight = small.weight.detach().clone()

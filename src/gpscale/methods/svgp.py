@@ -15,6 +15,7 @@ from ..models.feature import PartitionRows
 from ..train import FitResult
 from ..train.minibatch import check_batch_size
 from ..train.svgp import fit_svgp
+from ..validation import as_dtype
 from .registry import register
 
 
@@ -26,7 +27,8 @@ def fit_svgp_method(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, ker
                     lr_schedule: str = "constant", optimizer: str = "adam", seed: int = 0,
                     noise: float = 0.1, progress: bool = False,
                     device: torch.device | str | None = None,
-                    buffer_rows: int | None = None) -> tuple[SVGP, FitResult]:
+                    buffer_rows: int | None = None,
+                    dtype: torch.dtype | str = torch.float64) -> tuple[SVGP, FitResult]:
     """``method="svgp"``: batch_size defaults to min(256, n), num_inducing to the batch
     size (as in the paper), epochs to max(20, enough for 1000 steps)."""
     n = (sum(int(p.num_rows) for p in X.partitions) if isinstance(X, PartitionRows)
@@ -38,4 +40,4 @@ def fit_svgp_method(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, ker
         epochs = max(20, math.ceil(1000 / math.ceil(n / batch_size)))
     return fit_svgp(X, y, kernel, num_inducing, batch_size, epochs, optimizer=optimizer, lr=lr,
                     lr_schedule=lr_schedule, noise=noise, seed=seed, progress=progress,
-                    device=device, buffer_rows=buffer_rows)
+                    dtype=as_dtype(dtype), device=device, buffer_rows=buffer_rows)

@@ -1,0 +1,236 @@
+"""A model's inputs made from one string column, and a saved model's inputs read the way
+it was trained.
+
+* SMILES (``smiles=COLUMN``): Morgan count fingerprints of molecules, or of reactions
+  ``reactants>agents>products`` (the counts of both sides side by side, see
+  :func:`gpscale.data.featurize.reaction_counts`), for the Tanimoto / MinMax kernels;
+* sequences (``sequence=COLUMN``): integer codes of aligned, equal-length sequences for
+  the Hamming kernel, or k-mer count vectors for the spectrum kernel (chosen by the
+  kernel).
+
+The settings (column, radius, bits, alphabet, vocabulary) are a :class:`StringInputs`;
+the :class:`~gpscale.predictor.Predictor` saves them, so that ``gpscale predict``
+featurises new rows the same way (:func:`prediction_source`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..data.featurize import is_reaction, kmer_counts, morgan_rows, reaction_rows
+from ..kernels import Hamming, Kernel, Spectrum, make_kernel
+from .batch import Batch, Columns, Origin, Partition
+from .source import Source, open_source
+
+__all__ = ["StringInputs", "open_strings", "training_source", "prediction_source"]
+
+#: the kernel each kind of string column gets when none is named
+DEFAULT_KERNELS = {"smiles": "tanimoto", "sequence": "hamming"}
+
+Label = Callable[[int], str]
+
+
+@dataclass
+class StringInputs:
+    """How one string column becomes the inputs X: ``encoding`` ``"morgan"``,
+    ``"reaction"`` (SMILES), ``"codes"`` or ``"kmers"`` (sequences)."""
+
+    kind: str
+    column: str
+    encoding: str
+    radius: int = 2
+    n_bits: int = 2048
+    k: int = 3
+    length: int | None = None        # codes: positions per sequence
+    alphabet: list[str] | None = None  # codes: characters, code = index
+    vocab: dict[str, int] | None = field(default=None, repr=False)  # kmers: k-mer -> column
+
+    @classmethod
+    def learn(cls, kind: str, column: str, strings: list[str], label: Label,
+              kernel: str | Kernel | None = None, radius: int = 2, n_bits: int = 2048,
+              k: int = 3) -> StringInputs:
+        """The settings for the training strings (alphabet, vocabulary, reaction or not)."""
+        if kind not in DEFAULT_KERNELS:
+            raise ValueError(f"kind must be 'smiles' or 'sequence', got {kind!r}")
+        _check_strings(strings, label)
+        if not strings:
+            raise ValueError(f"column {column!r} has no rows")
+        if kind == "smiles":
+            encoding = "reaction" if is_reaction(strings[0]) else "morgan"
+            return cls(kind, column, encoding, radius=int(radius), n_bits=int(n_bits))
+        if _sequence_encoding(kernel) == "kmers":
+            _, vocab = kmer_counts(strings, k)
+            return cls(kind, column, "kmers", k=int(k), vocab=vocab)
+        length = len(strings[0])
+        for i, s in enumerate(strings):
+            if len(s) != length:
+                raise ValueError(f"{label(i)} has length {len(s)} but the first sequence has "
+                                 f"{length}; the Hamming kernel needs aligned sequences of "
+                                 "equal length (or use --kernel spectrum, on k-mer counts)")
+        return cls(kind, column, "codes", length=length,
+                   alphabet=sorted(set("".join(strings))))
+
+    @property
+    def num_features(self) -> int:
+        return {"morgan": self.n_bits, "reaction": 2 * self.n_bits,
+                "codes": self.length or 0,
+                "kmers": len(self.vocab or {}) + 1}[self.encoding]
+
+    def describe(self) -> str:
+        return {"morgan": f"Morgan count fingerprints (radius {self.radius}, {self.n_bits} "
+                          "bits)",
+                "reaction": f"reaction fingerprints (reactant and product Morgan counts, "
+                            f"radius {self.radius}, 2 x {self.n_bits} bits)",
+                "codes": f"integer codes of {self.length}-character sequences",
+                "kmers": f"{self.k}-mer counts ({len(self.vocab or {})} k-mers)",
+                }[self.encoding] + f" of column {self.column!r}"
+
+    def transform(self, strings: list[str], label: Label) -> np.ndarray:
+        """X (n, :attr:`num_features`) float64 for ``strings``; errors name the row."""
+        _check_strings(strings, label)
+        if self.encoding == "morgan":
+            return morgan_rows(strings, self.radius, self.n_bits, label)
+        if self.encoding == "reaction":
+            return reaction_rows(strings, self.radius, self.n_bits, label)
+        if self.encoding == "kmers":
+            return kmer_counts(strings, self.k, vocab=self.vocab)[0].numpy()
+        return self._codes(strings, label)
+
+    def _codes(self, strings: list[str], label: Label) -> np.ndarray:
+        index = {c: j for j, c in enumerate(self.alphabet or [])}
+        unseen = len(index)  # a character never trained on differs from all of them
+        out = np.empty((len(strings), self.length or 0), dtype=np.float64)
+        for i, s in enumerate(strings):
+            if len(s) != self.length:
+                raise ValueError(f"{label(i)} has length {len(s)}; the model's sequences "
+                                 f"have {self.length} positions (the Hamming kernel compares "
+                                 "aligned sequences of equal length)")
+            out[i] = [index.get(c, unseen) for c in s]
+        return out
+
+    def state(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> StringInputs:
+        return cls(**state)
+
+
+def _check_strings(strings: list[Any], label: Label) -> None:
+    for i, s in enumerate(strings):
+        if not isinstance(s, str):
+            what = "empty (a missing value)" if s is None else f"a {type(s).__name__}"
+            raise ValueError(f"{label(i)} is {what}, not a string; fix or drop that row")
+
+
+def _sequence_encoding(kernel: str | Kernel | None) -> str:
+    k = make_kernel(kernel if kernel is not None else DEFAULT_KERNELS["sequence"], 1)
+    kinds = {type(m) for m in k.modules()}
+    if Spectrum in kinds:
+        return "kmers"
+    if Hamming in kinds:
+        return "codes"
+    raise ValueError(f"a sequence column is read as integer codes for the 'hamming' kernel "
+                     f"or as k-mer counts for the 'spectrum' kernel; kernel {kernel!r} is "
+                     "neither")
+
+
+def _labeller(column: str, origin: Origin, start: int) -> Label:
+    def label(i: int) -> str:
+        return f"column {column!r} {origin.at([start + i])[0]} of {origin.name}"
+    return label
+
+
+@dataclass(eq=False, repr=False)
+class StringPartition(Partition):
+    """A partition whose string column ``spec.column`` becomes X; ``keep`` columns are
+    carried along as they are."""
+
+    inner: Partition
+    spec: StringInputs
+    keep: tuple[str, ...] = ()
+
+    @property
+    def origin(self) -> Origin:
+        return self.inner.origin
+
+    @property
+    def num_rows(self) -> int:
+        return self.inner.num_rows
+
+    def known_rows(self) -> int | None:
+        return self.inner.known_rows()
+
+    def batches(self, rows: int) -> Iterator[Batch]:
+        done = 0
+        for b in self.inner.batches(rows):
+            strings = b.keep[self.spec.column].to_pylist()
+            X = self.spec.transform(strings, _labeller(self.spec.column, self.origin, done))
+            done += len(b)
+            yield Batch(X, b.y, {k: v for k, v in b.keep.items() if k in self.keep})
+
+
+def open_strings(data: Any, column: str, kind: str | None = None,
+                 target: str | None = None, kernel: str | Kernel | None = None,
+                 keep: Sequence[str] = (), spec: StringInputs | None = None,
+                 **settings: Any) -> Source:
+    """A :class:`Source` whose inputs are made from the string column ``column`` of
+    ``data`` (files or a data frame, as :func:`open_source`): ``kind`` ``"smiles"`` or
+    ``"sequence"`` with ``settings`` (``radius``, ``n_bits`` for SMILES; ``k`` for
+    k-mers), learned from the rows (one pass over that column); or ``spec``, the
+    settings of a trained model. ``source.inputs`` holds the settings."""
+    raw = open_source(data, target=target, features=[], keep=[column, *keep])
+    if spec is None:
+        if kind is None:
+            raise ValueError("give kind='smiles' or kind='sequence' (or spec=)")
+        strings: list[Any] = []
+        labels: list[tuple[int, Label]] = []
+        for p in raw.partitions():
+            done = 0
+            for b in p.batches(raw.default_rows()):
+                labels.append((len(strings), _labeller(column, p.origin, done)))
+                strings += b.keep[column].to_pylist()
+                done += len(b)
+
+        def label(i: int) -> str:
+            start, lab = next((s, f) for s, f in reversed(labels) if s <= i)
+            return lab(i - start)
+
+        spec = StringInputs.learn(kind, column, strings, label, kernel, **settings)
+    parts = [StringPartition(p, spec, tuple(keep)) for p in raw.partitions()]
+    cols = Columns(tuple(f"{column}[{j}]" for j in range(spec.num_features)), target,
+                   tuple(keep), named=False)
+    source = Source(parts, cols, raw.description, None, raw.target_name)
+    source.inputs = spec
+    return source
+
+
+def training_source(data: Any, target: str, kernel: str | None = None,
+                    smiles: str | None = None, sequence: str | None = None,
+                    keep: Sequence[str] = ()) -> tuple[Source, str]:
+    """The training rows and the kernel name for ``gpscale fit``: every numeric column
+    but the target (kernel default ``rbf-ard``), or the inputs made from the string
+    column ``smiles`` (default ``tanimoto``) or ``sequence`` (default ``hamming``)."""
+    if smiles is not None and sequence is not None:
+        raise ValueError("give one string column: --smiles or --sequence, not both")
+    if smiles is None and sequence is None:
+        return open_source(data, target=target, keep=keep), kernel or "rbf-ard"
+    kind, column = ("smiles", smiles) if smiles is not None else ("sequence", sequence)
+    kernel = kernel or DEFAULT_KERNELS[kind]
+    return open_strings(data, column, kind, target=target, kernel=kernel, keep=keep), kernel
+
+
+def prediction_source(predictor: Any, data: Any, keep: Sequence[str] = ()) -> Source:
+    """The inputs of ``data`` for ``predictor``, read as it was trained: its string
+    column featurised with its saved settings, or its input columns by name."""
+    spec = getattr(predictor, "inputs", None)
+    if spec is not None:
+        return open_strings(data, spec.column, spec=spec, keep=keep)
+    columns = open_source(data).feature_names  # every column, read from the header
+    names = predictor.match_columns(columns, data)
+    return open_source(data, features=names, keep=keep,
+                       exclude=[c for c in columns if c not in names and c not in keep])
