@@ -27,3 +27,9 @@ def test_scale_quick_smoke(tmp_path, capsys):
     ref = next(r for r in lines if r.get("workers") == "in memory")
     assert ref["ref_rows"] == 1000
     assert (out / "scale.md").exists() and (out / "scale.jsonl").exists()
+    profile = next(r for r in lines if r.get("workers") == "profile")
+    assert profile["profile_rows"] == 3000 and profile["profile_gemm_gflops"] > 0
+    stages = ("read", "scale", "features", "gram", "proj")
+    assert profile["cpu_pass_over_floor"] == pytest.approx(
+        sum(profile[f"cpu_{s}_over_floor"] for s in stages))
+    assert "thread CPU time" in (out / "scale.md").read_text()

@@ -83,7 +83,7 @@ def partition_statistics(
     yy = torch.zeros((), dtype=dtype)
     n = 0
     with torch.no_grad():
-        for X, y in _chunks(partition, scaler, _rows(features, rows), dtype):
+        for X, y in _chunks(partition, scaler, chunk_rows(features, rows), dtype):
             phi = features(X)
             add_upper_gram_(gram, phi)
             proj.addmv_(phi.mT, y)
@@ -107,7 +107,7 @@ def partition_gradients(
         return acc
     sym = (g_gram + g_gram.mT).detach().to(dtype)
     g_proj = g_proj.detach().to(dtype)
-    for X, y in _chunks(partition, scaler, _rows(features, rows), dtype):
+    for X, y in _chunks(partition, scaler, chunk_rows(features, rows), dtype):
         with torch.enable_grad():
             phi = features(X)
         g_phi = phi.detach() @ sym + torch.outer(y, g_proj)
@@ -327,7 +327,9 @@ def _dtype_of(features: torch.nn.Module) -> torch.dtype:
     return torch.float64
 
 
-def _rows(features: torch.nn.Module, rows: int | None) -> int:
+def chunk_rows(features: torch.nn.Module, rows: int | None = None) -> int:
+    """Rows per chunk of a pass: ``rows``, checked, or by default as many as keep one
+    chunk of Φ and its temporaries near ``CHUNK_BYTES``."""
     if rows is None:
         return max(1, CHUNK_BYTES // (8 * 4 * features.num_features))
     if isinstance(rows, bool) or not isinstance(rows, (int, np.integer)) or rows < 1:

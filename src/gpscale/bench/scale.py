@@ -15,6 +15,9 @@ each n, method and worker count the runner records:
 - peak resident memory of the client and of each worker, read from the processes
   (``VmHWM`` of /proc/PID/status, reset through /proc/PID/clear_refs before each
   measurement; Linux only);
+- where one in-process pass spends its time (reading, standardising, features, ΦᵀΦ,
+  Φᵀy) in thread CPU time on one thread, relative to the full product Φᵀ @ Φ of the same
+  chunks: a load-independent view of the pass / floor ratio on a shared machine;
 - the whole fit through ``gpscale.fit`` (once per n, on the largest worker count unless
   ``--fit-all``) and its test RMSE, next to the same method trained in memory on the
   first 10⁶ rows (``--reference-rows``).
@@ -182,6 +185,57 @@ def _passes(method: str, folder: Path, p: int, client) -> dict:
     return out
 
 
+def _stage_profile(folder: Path, p: int, rows: int = 1 << 18) -> dict:
+    """One pass over the first ``rows`` rows, one thread, each stage timed in thread CPU
+    time and divided by the CPU time of the full products Φᵀ @ Φ of the same chunks."""
+    from ..distributed import chunk_rows, source_scaler
+    from ..features import RandomFourierFeatures
+    from ..io import open_source
+    from ..linalg.gram import add_upper_gram_
+    from ..threads import thread_limit
+    from ..validation import as_matrix, as_vector
+
+    parts = open_source(folder, target="y").partitions()
+    scaler = source_scaler(parts)
+    feats = RandomFourierFeatures(D, p, seed=0)
+    chunk = chunk_rows(feats, None)
+    spent = dict.fromkeys(("read", "scale", "features", "gram", "proj", "full_gram"), 0.0)
+    gram = torch.zeros(p, p, dtype=torch.float64)
+    proj = torch.zeros(p, dtype=torch.float64)
+    done = 0
+    with thread_limit(1), torch.no_grad():
+        for part in parts:
+            chunks = part.chunks(chunk)
+            while done < rows:
+                t0 = time.thread_time()
+                X, y = next(chunks, (None, None))
+                if X is None:
+                    break
+                t1 = time.thread_time()
+                X = as_matrix(scaler.transform_x(X), "X", torch.float64)
+                y = as_vector(scaler.transform_y(y), "y", torch.float64)
+                t2 = time.thread_time()
+                phi = feats(X)
+                t3 = time.thread_time()
+                add_upper_gram_(gram, phi)
+                t4 = time.thread_time()
+                proj.addmv_(phi.mT, y)
+                t5 = time.thread_time()
+                phi.mT @ phi
+                t6 = time.thread_time()
+                for key, a, b in zip(spent, (t0, t1, t2, t3, t4, t5), (t1, t2, t3, t4, t5, t6)):
+                    spent[key] += b - a
+                done += len(X)
+            if done >= rows:
+                break
+    full = spent.pop("full_gram")
+    out = {f"cpu_{k}_over_floor": v / full for k, v in spent.items()}
+    out["cpu_pass_over_floor"] = sum(spent.values()) / full
+    out["profile_rows"] = done
+    out["profile_gemm_gflops"] = 2 * done * p**2 / full / 1e9
+    return out
+
+
 def _options(method: str, p: int, max_iter: int | None) -> dict:
     opts = {"num_features": p} if method == "rff" else {}
     return opts if max_iter is None else {**opts, "max_iter": max_iter}
@@ -278,6 +332,7 @@ def run(args, rec) -> None:
         folders = {n: make_data(root, n, writer) for n in sizes}
     load = os.getloadavg()[0]
     for n in sizes:
+        rec.record(n=n, method="rff", workers="profile", **_stage_profile(folders[n], args.p))
         for method in methods:
             for w in args.workers:
                 with connect(workers=w or None) as client:
@@ -327,6 +382,16 @@ def _summarise(rec, sizes, methods, args) -> None:
         if here:
             rec.target(f"{method}: in-process statistics pass / GEMM floor (n={big})",
                        here["stats_over_floor"], 1.3, "<=")
+        profile = pick(big, "rff", "profile")
+        if profile:
+            rec.note(f"one pass in thread CPU time (n={big}, one thread, first "
+                     f"{profile['profile_rows']} rows): {profile['cpu_pass_over_floor']:.2f}x "
+                     "the full product ΦᵀΦ (reading "
+                     f"{profile['cpu_read_over_floor']:.3f}, standardising "
+                     f"{profile['cpu_scale_over_floor']:.3f}, features "
+                     f"{profile['cpu_features_over_floor']:.3f}, panelled ΦᵀΦ "
+                     f"{profile['cpu_gram_over_floor']:.3f}, Φᵀy "
+                     f"{profile['cpu_proj_over_floor']:.3f})")
         fit = next((r for r in rows if r["n"] == big and r["method"] == method
                     and "fit_s" in r), None)
         ref = pick(big, method, "in memory")
