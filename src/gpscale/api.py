@@ -14,18 +14,20 @@ from .distributed import connect, source_scaler
 from .io import Source, open_source
 from .kernels import Kernel
 from .methods import METHODS, Method, get_method, register_method
+from .methods.auto import Choice, choose_method
 from .models.feature import PartitionRows
 from .predictor import FORMAT_VERSION, Predictor, column_names, load, writable
 from .preprocessing import Standardizer
 from .validation import as_dtype, check_device, check_xy
 
-__all__ = ["fit", "load", "Predictor", "register_method", "get_method", "METHODS", "Method",
-           "FORMAT_VERSION"]
+__all__ = ["fit", "load", "choose", "Choice", "Predictor", "register_method", "get_method",
+           "METHODS", "Method", "FORMAT_VERSION"]
 
 
 def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rbf-ard",
         standardize: bool = True, *, target: str | None = None, scheduler: Any = None,
-        workers: int | None = None, **options: Any) -> Predictor:
+        workers: int | None = None, budget: float | None = None,
+        **options: Any) -> Predictor:
     """Fit a GP to raw data and return a :class:`Predictor`.
 
     The data: ``X`` (n, d) inputs and ``y`` (n,) targets in memory (numpy, nested lists,
@@ -35,7 +37,9 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
     :func:`gpscale.io.open_strings` makes the inputs from a SMILES or sequence column,
     and the predictor then takes those strings).
 
-    ``method`` names an entry of :data:`METHODS`; ``kernel`` one of
+    ``method`` names an entry of :data:`METHODS`, or ``"auto"``: :func:`choose` picks one
+    (and its size) from n, d, the kernel and ``budget`` (seconds; only with ``"auto"``),
+    and the predictor's ``choice`` says what and why. ``kernel`` one of
     :data:`gpscale.kernels.KERNELS` or a :class:`Kernel` (copied, not modified). With
     ``standardize`` (default) X's columns and y are scaled to zero mean and unit variance
     for training and predictions are mapped back; hyperparameters (and options such as
@@ -50,6 +54,12 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
     ``distributed.Client``) or ``workers=N`` (a local cluster of N processes). The other
     methods load every row of a source first (``Source.memory_bytes()`` tells how much).
     """
+    if method == "auto":
+        return _fit_auto(X, y, kernel, standardize, target, scheduler, workers, budget,
+                         options)
+    if budget is not None:
+        raise ValueError(f"budget= sizes the model that method='auto' picks; method "
+                         f"{method!r} takes its own size options instead (gpscale methods)")
     m = get_method(method)
     m.check_options(options)
     options = _device_dtype(options)
@@ -79,6 +89,47 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
     return Predictor(model, scaler, result, method=m.name, kernel_name=kernel_name,
                      standardize=bool(standardize), feature_names=column_names(X),
                      target_name=_series_name(y))
+
+
+def choose(X: Any, y: Any = None, kernel: str | Kernel = "rbf-ard", *,
+           target: str | None = None, budget: float | None = None) -> Choice:
+    """What ``method="auto"`` picks for this data (see :mod:`gpscale.methods.auto`): the
+    method, the size options it sets and why. ``X``, ``y``, ``target`` as in :func:`fit`
+    (for a CSV source, counting the rows costs a pass)."""
+    source = _auto_source(X, y, target)
+    d = source.num_features
+    return choose_method(source.num_rows(), d, _kernel(kernel, d)[0], budget)
+
+
+def _auto_source(X: Any, y: Any, target: str | None) -> Source:
+    if isinstance(X, Source):
+        return X
+    if y is None:
+        return open_source(X, target=target)
+    return open_source((writable(X), writable(y)))
+
+
+def _fit_auto(X: Any, y: Any, kernel: str | Kernel, standardize: bool, target: str | None,
+              scheduler: Any, workers: int | None, budget: float | None,
+              options: dict[str, Any]) -> Predictor:
+    source = _auto_source(X, y, target)
+    choice = choose(source, kernel=kernel, budget=budget)
+    m = get_method(choice.method)
+    try:
+        m.check_options(options)
+    except ValueError as err:
+        raise ValueError(f"method='auto' picked {choice.method!r} ({choice.reason}), and "
+                         f"{err}; give method= yourself to choose another") from None
+    local = not (m.streams or m.cluster)
+    if local and (scheduler is not None or workers is not None):
+        choice = Choice(choice.method, choice.options,
+                        f"{choice.reason}; it trains in this process, not on the cluster")
+    data = (source, None) if y is None or isinstance(X, Source) else (X, y)
+    pred = fit(*data, method=m.name, kernel=kernel, standardize=standardize,
+               scheduler=None if local else scheduler, workers=None if local else workers,
+               **{**choice.options, **options})  # the user's own options win
+    pred.choice = choice
+    return pred
 
 
 def _fit_source(source: Source, m: Method, kernel: str | Kernel, standardize: bool,

@@ -51,6 +51,8 @@ class Predictor:
         self.feature_names, self.target_name = feature_names, target_name
         #: how the inputs were made from a string column (SMILES, sequences), or None
         self.inputs = inputs
+        #: what method="auto" picked and why (gpscale.methods.auto.Choice), else None
+        self.choice = None
 
     @property
     def n_features(self) -> int:
@@ -128,10 +130,11 @@ class Predictor:
                  "standardised units (X columns and y scaled to mean 0, std 1)")
         table = self.model.summary() if hasattr(self.model, "summary") else repr(self.model)
         made = f" ({self.inputs.describe()})" if self.inputs is not None else ""
+        picked = f"picked by method='auto': {self.choice}\n" if self.choice else ""
         return (f"gpscale predictor: method {self.method!r} ({m.description if m else '?'}),"
                 f" kernel {self.kernel_name!r}\ninputs: {self.n_features}{made}"
                 f"{' ' + str(self.feature_names) if self.feature_names else ''}, training "
-                f"points: {getattr(self.model, 'n', '?')}\nfit: {self.result}\n"
+                f"points: {getattr(self.model, 'n', '?')}\n{picked}fit: {self.result}\n"
                 f"hyperparameters, in {units}:\n{table}")
 
     def __repr__(self) -> str:

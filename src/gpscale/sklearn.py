@@ -24,7 +24,8 @@ class GPRegressor(RegressorMixin, BaseEstimator):
 
     Parameters
     ----------
-    method : a name from :data:`gpscale.api.METHODS` (default ``"exact"``: ML-II by L-BFGS).
+    method : a name from :data:`gpscale.api.METHODS` (default ``"exact"``: ML-II by L-BFGS),
+        or ``"auto"`` (:func:`gpscale.api.choose` picks one from the data's size).
     kernel : a name from :data:`gpscale.kernels.KERNELS` or a :class:`gpscale.kernels.Kernel`
         (copied at fit time).
     standardize : scale X's columns and y to zero mean, unit variance for training and
@@ -63,7 +64,8 @@ class GPRegressor(RegressorMixin, BaseEstimator):
         self.options = options
 
     def _method_options(self) -> dict[str, Any]:
-        api.get_method(self.method)  # a clear error for an unknown name, before the data
+        if self.method != "auto":
+            api.get_method(self.method)  # a clear error for an unknown name, before the data
         common = {"max_iter": self.max_iter, "restarts": self.restarts, "seed": self.seed,
                   "noise": self.noise}
         opts = {k: v for k, v in common.items() if v is not None}

@@ -1,0 +1,129 @@
+"""``method="auto"``: pick a method and its size from the data's shape, the kernel and an
+optional time budget, and say why.
+
+The rule, in order (the constants below are where its thresholds live):
+
+1. **exact** when the exact GP's fit time, estimated from n by a fixed cost model
+   (:func:`exact_seconds`; fixed so that the same call picks the same method on a busy
+   machine and a quiet one), is within the budget (default :data:`EXACT_SECONDS`) and
+   its n × n matrices fit in memory: on small data nothing beats it.
+2. otherwise, for a kernel with a spectral density (``rbf``, ``matern``, their ARD forms):
+   **rff**, which streams from files and runs its passes on a cluster; with a budget its
+   number of features p is scaled so that its estimated fit time (:func:`rff_seconds`:
+   the θ search and the final pass both cost ∝ p²) fits the budget, between
+   :data:`MIN_FEATURES` and :data:`MAX_FEATURES`.
+3. otherwise (counts, molecules, sequences, periodic or compound kernels): **cholqr-vfe**,
+   a sparse GP on m training points chosen by swaps, which needs only kernel
+   evaluations; m is :data:`CHOLQR_M` (fewer when n is small).
+
+These are first choices from the measurements so far (``benchmarks/results/exact.md``,
+``scale-1e7/``, and issue 21's 41 000-row comparison, where ``rff`` and ``svgp`` tied
+for the best default RMSE and ``cholqr-vfe`` came next); ``gpscale bench uci-large``
+measures ``auto`` against every method and is where they will be tuned.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..kernels import Kernel
+from .exact import available_memory
+from .rff import AUTO_ABOVE, AUTO_SUBSAMPLE, spectral_kind
+
+__all__ = ["Choice", "choose_method", "exact_seconds", "rff_seconds"]
+
+#: the exact GP is picked when its fit is estimated to take at most this long (seconds)
+#: and no budget is given
+EXACT_SECONDS = 60.0
+#: seconds per n³ of one exact NLML + gradient evaluation, and evaluations per fit: the
+#: median of the 2000-row fits in ``benchmarks/results/uci-exact.jsonl`` (7.7e-11 to
+#: 9.3e-11 s per n³ on one thread of this 2-core machine while busy; 23–47 evaluations)
+EXACT_N3_SECONDS, EXACT_EVALS = 8e-11, 40
+#: rff's default number of features (its own default) and the range a budget may set
+DEFAULT_FEATURES, MIN_FEATURES, MAX_FEATURES = 512, 128, 4096
+#: seconds of rff's default θ search (p = 512) on 40 000 rows: issue 21's 41 157-row
+#: comparison on this 2-core machine (90 s, busy); the search cost grows with the rows
+#: it sees (every row up to ``AUTO_ABOVE``, a ``AUTO_SUBSAMPLE``-row sample beyond)
+RFF_SEARCH_SECONDS, RFF_SEARCH_ROWS = 90.0, 40_000
+#: float64 multiply-add rate of ΦᵀΦ on 2 threads here (``bench scale``: 70–79 GFLOP/s),
+#: for the final pass over every row after a sampled search
+PASS_FLOPS = 7e10
+#: inducing points of cholqr-vfe when auto picks it
+CHOLQR_M = 256
+
+
+@dataclass(frozen=True)
+class Choice:
+    """What ``method="auto"`` picked: the method, the options it sets, and why."""
+
+    method: str
+    options: dict[str, Any] = field(default_factory=dict)
+    reason: str = ""
+
+    def __str__(self) -> str:
+        opts = ", ".join(f"{k}={v}" for k, v in self.options.items())
+        return f"{self.method}{f' ({opts})' if opts else ''}: {self.reason}"
+
+
+def exact_seconds(n: int) -> float:
+    """Rough wall time of an exact fit on n rows (the fixed cost model of the rule)."""
+    return EXACT_EVALS * EXACT_N3_SECONDS * float(n) ** 3
+
+
+def rff_seconds(n: int, num_features: int = DEFAULT_FEATURES) -> float:
+    """Rough wall time of an rff fit on n rows: the θ search on the rows it sees, plus one
+    statistics pass over all n rows when the search ran on a sample; both ∝ p²."""
+    scale = (num_features / DEFAULT_FEATURES) ** 2
+    seen = AUTO_SUBSAMPLE if n > AUTO_ABOVE else n
+    search = RFF_SEARCH_SECONDS * seen / RFF_SEARCH_ROWS * scale
+    final = 2.0 * n * num_features**2 / PASS_FLOPS if n > AUTO_ABOVE else 0.0
+    return search + final
+
+
+def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
+                  dtype: torch.dtype = torch.float64) -> Choice:
+    """The method (and size options) for n rows of d inputs with ``kernel`` and a time
+    budget in seconds (None: no budget)."""
+    if budget is not None and not (isinstance(budget, (int, float)) and budget > 0
+                                   and math.isfinite(budget)):
+        raise ValueError(f"budget must be a positive number of seconds, got {budget!r}")
+    limit = EXACT_SECONDS if budget is None else float(budget)
+    seconds = exact_seconds(n)
+    # three n x n matrices, as exact_cost counts them (without its timing run)
+    memory = (3.0 * n * n + 4.0 * n * d) * torch.empty((), dtype=dtype).element_size()
+    avail = available_memory()
+    fits = avail is None or memory <= 0.5 * avail
+    if seconds <= limit and fits:
+        return Choice("exact", {}, f"n={n}: the exact GP's fit is estimated at "
+                      f"{_seconds(seconds)}, within "
+                      f"{'the budget' if budget else 'a minute'} ({_seconds(limit)})")
+    why_not_exact = (f"n={n}: the exact GP would need about {_seconds(seconds)}"
+                     + ("" if fits else f" and {memory / 2**30:.3g} GiB"))
+    try:
+        spectral_kind(kernel, "rff")
+    except ValueError:
+        m = min(CHOLQR_M, max(2, n // 4))
+        return Choice("cholqr-vfe", {"m": m},
+                      f"{why_not_exact}; the kernel has no spectral density for random "
+                      "features, and cholqr-vfe needs only "
+                      f"kernel values (a sparse GP on m={m} points chosen by swaps)")
+    p = DEFAULT_FEATURES
+    if budget is not None:
+        p = DEFAULT_FEATURES * math.sqrt(budget / rff_seconds(n))
+        p = int(min(MAX_FEATURES, max(MIN_FEATURES, 64 * math.floor(p / 64))))
+    options = {} if p == DEFAULT_FEATURES else {"num_features": p}
+    return Choice("rff", options,
+                  f"{why_not_exact}; rff learns from passes over the rows (streamed from "
+                  f"files, on a cluster if given) with p={p} random features"
+                  + (f", sized for the budget of {_seconds(budget)} (about "
+                     f"{_seconds(rff_seconds(n, p))} estimated)" if budget else ""))
+
+
+def _seconds(s: float) -> str:
+    if s < 120:
+        return f"{s:.0f} s"
+    return f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.3g} h"

@@ -1,0 +1,108 @@
+"""method="auto": the rule's choices, its reasons, and fits through every door."""
+
+import numpy as np
+import pytest
+
+import gpscale
+from gpscale.kernels import make_kernel
+from gpscale.methods.auto import (
+    EXACT_SECONDS,
+    MAX_FEATURES,
+    MIN_FEATURES,
+    choose_method,
+    exact_seconds,
+    rff_seconds,
+)
+
+
+def _data(n, d=3, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-2, 2, (n, d))
+    return X, np.sin(X[:, 0]) + 0.3 * X[:, 1] + 0.1 * rng.standard_normal(n)
+
+
+def test_small_data_gets_the_exact_gp_and_large_data_rff():
+    k = make_kernel("rbf-ard", 5)
+    small, large = choose_method(500, 5, k), choose_method(200_000, 5, k)
+    assert small.method == "exact" and "n=500" in small.reason
+    assert large.method == "rff" and large.options == {}  # rff's own default size
+    assert "exact GP would need" in large.reason
+
+
+def test_the_exact_threshold_follows_the_cost_model_and_the_budget():
+    k = make_kernel("rbf", 2)
+    edge = int((EXACT_SECONDS / exact_seconds(1)) ** (1 / 3))
+    assert choose_method(edge - 1, 2, k).method == "exact"
+    assert choose_method(edge + 2, 2, k).method == "rff"
+    # a larger budget buys the exact GP further up
+    assert choose_method(edge + 2, 2, k, budget=10 * EXACT_SECONDS).method == "exact"
+
+
+def test_a_budget_sizes_rff_monotonically_within_its_range():
+    k = make_kernel("rbf-ard", 4)
+    sizes = [choose_method(10**6, 4, k, budget=b).options.get("num_features", 512)
+             for b in (1, 30, 300, 3000, 10**6)]
+    assert sizes == sorted(sizes) and sizes[0] == MIN_FEATURES and sizes[-1] == MAX_FEATURES
+    for b, p in zip((30, 300, 3000), sizes[1:4]):
+        assert rff_seconds(10**6, p) <= b  # sized to fit the budget by the cost model
+
+
+def test_kernels_without_random_features_get_cholqr():
+    choice = choose_method(50_000, 64, make_kernel("tanimoto", 64))
+    assert choice.method == "cholqr-vfe" and choice.options == {"m": 256}
+    assert "no spectral density" in choice.reason
+
+
+@pytest.mark.parametrize("budget", [0, -1, float("nan"), "10"])
+def test_a_bad_budget_is_refused(budget):
+    with pytest.raises(ValueError, match="budget must be a positive number"):
+        choose_method(100, 2, make_kernel("rbf", 2), budget=budget)
+
+
+def test_fit_auto_says_what_it_picked_and_predicts():
+    X, y = _data(200)
+    pred = gpscale.fit(X, y, method="auto", max_iter=30)
+    assert pred.method == "exact" and pred.choice.method == "exact"
+    assert "picked by method='auto': exact" in pred.summary()
+    mean = pred.predict(X[:20])
+    assert np.sqrt(np.mean((mean - y[:20]) ** 2)) < 0.3
+
+
+def test_fit_auto_on_rows_past_the_exact_threshold_trains_rff(tmp_path):
+    X, y = _data(3000)
+    choice = gpscale.api.choose(X, y)
+    assert choice.method == "rff"
+    pred = gpscale.fit(X, y, method="auto", max_iter=15, num_features=64)
+    assert pred.method == "rff" and pred.model.features.num_features == 64  # user's size wins
+    pred.save(tmp_path / "m.pt")
+    assert gpscale.load(tmp_path / "m.pt").method == "rff"
+
+
+def test_fit_auto_on_a_parquet_source(tmp_path):
+    pd = pytest.importorskip("pandas")
+    X, y = _data(150)
+    frame = pd.DataFrame({"a": X[:, 0], "b": X[:, 1], "c": X[:, 2], "y": y})
+    frame.to_parquet(tmp_path / "t.parquet")
+    pred = gpscale.fit(tmp_path / "t.parquet", target="y", method="auto", max_iter=20)
+    assert pred.choice.method == "exact" and pred.feature_names == ["a", "b", "c"]
+
+
+def test_options_the_picked_method_does_not_take_are_refused_naming_the_choice():
+    X, y = _data(100)
+    with pytest.raises(ValueError, match="method='auto' picked 'exact'.*num_features"):
+        gpscale.fit(X, y, method="auto", num_features=64)
+
+
+def test_budget_goes_with_auto_only():
+    X, y = _data(50)
+    with pytest.raises(ValueError, match="budget= sizes the model that method='auto'"):
+        gpscale.fit(X, y, method="exact", budget=10)
+
+
+def test_the_estimator_takes_auto():
+    from gpscale.sklearn import GPRegressor
+
+    X, y = _data(120)
+    est = GPRegressor(method="auto", max_iter=20).fit(X, y)
+    assert est.predictor_.choice.method == "exact"
+    assert est.score(X, y) > 0.8
