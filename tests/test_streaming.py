@@ -198,3 +198,49 @@ def test_admm_folds_as_tasks_on_the_cluster_equal_in_process(client, method):
     assert there.result.n_evals == here.result.n_evals
     np.testing.assert_allclose(there.result.objective, here.result.objective, rtol=1e-10)
     np.testing.assert_allclose(there.predict(X[:15]), here.predict(X[:15]), rtol=1e-9)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_cli_fit_against_a_dask_scheduler_and_worker_started_by_hand(tmp_path):
+    """The README's recipe: `dask scheduler`, `dask worker ADDRESS`, then
+    `gpscale fit ... --scheduler ADDRESS` — the same model as the in-process fit."""
+    dask_cli = Path(sys.executable).with_name("dask")
+    if not dask_cli.exists():
+        pytest.skip("the dask command is not installed next to this Python")
+    X, y = make_data(500, seed=11)
+    write_parquet(tmp_path / "train", X, y)
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    env = {**os.environ, "PYTHONPATH": str(SRC)}
+    quiet = {"stdout": subprocess.DEVNULL, "stderr": subprocess.DEVNULL, "env": env,
+             "cwd": tmp_path}
+    scheduler = subprocess.Popen([str(dask_cli), "scheduler", "--host", "127.0.0.1",
+                                  "--port", str(port), "--no-dashboard"], **quiet)
+    worker = subprocess.Popen([str(dask_cli), "worker", address, "--nworkers", "2",
+                               "--nthreads", "1", "--no-dashboard"], **quiet)
+    try:
+        with distributed.Client(address, timeout=60) as c:
+            c.wait_for_workers(2, timeout=60)
+        args = ["fit", "--data", "train/*.parquet", "--target", "y", "--method", "rff",
+                "--max-iter", "4", "--seed", "3", "--option", "num_features=32"]
+        there = _gpscale(*args, "--scheduler", address, "--out", "there.pt", cwd=tmp_path)
+        assert there.returncode == 0, there.stderr
+        here = _gpscale(*args, "--out", "here.pt", cwd=tmp_path)
+        assert here.returncode == 0, here.stderr
+        with distributed.Client(address, timeout=60) as c:  # the passes ran there
+            ran = c.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
+        assert any("partition_statistics" in name for name in ran), ran
+    finally:
+        for proc in (worker, scheduler):
+            proc.terminate()
+            proc.wait(timeout=60)
+    a, b = gpscale.load(tmp_path / "there.pt"), gpscale.load(tmp_path / "here.pt")
+    Xt, _ = make_data(40, seed=12)
+    np.testing.assert_allclose(a.predict(Xt), b.predict(Xt), rtol=1e-10, atol=1e-12)
