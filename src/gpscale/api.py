@@ -15,7 +15,7 @@ from .io import Source, open_source
 from .kernels import Kernel
 from .methods import METHODS, Method, get_method, register_method
 from .models.feature import PartitionRows
-from .predictor import FORMAT_VERSION, Predictor, column_names, load, writable
+from .predictor import FORMAT_VERSION, Predictor, _label, column_names, load, writable
 from .preprocessing import Standardizer
 from .validation import check_xy
 
@@ -56,7 +56,9 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
                          "X alone; with X and y in memory leave it out")
     if (scheduler is not None or workers is not None) and m.streams:
         source = open_source((writable(X), writable(y)))
-        return _fit_source(source, m, kernel, standardize, scheduler, workers, options)
+        pred = _fit_source(source, m, kernel, standardize, scheduler, workers, options)
+        pred.feature_names, pred.target_name = column_names(X), _series_name(y)
+        return pred
     _check_cluster_use(m, scheduler, workers)
     Xt, yt = check_xy(writable(X), writable(y))
     if Xt.shape[0] < 2:
@@ -121,5 +123,7 @@ def _kernel(kernel: str | Kernel, d: int) -> tuple[Kernel, str]:
                      f"Kernel object, got {type(kernel).__name__}")
 
 
-def _series_name(obj: Any) -> str | None:
-    return obj.name if isinstance(getattr(obj, "name", None), str) else None
+def _series_name(obj: Any) -> Any:
+    """A pandas Series' name (text or another plain label), else None."""
+    name = getattr(obj, "name", None) if hasattr(obj, "to_numpy") else None
+    return None if name is None else _label(name)

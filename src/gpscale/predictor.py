@@ -55,21 +55,29 @@ class Predictor:
     def kernel(self) -> Kernel | None:
         return getattr(self.model, "kernel", None)  # feature-space models have none
 
-    def match_columns(self, names: list[str], what: str = "X") -> list[str]:
-        """The training input names, in training order, after checking that ``names``
-        (minus the target) are exactly those; ValueError listing the differences."""
+    def match_columns(self, names: list[Any], what: str = "X") -> list[Any]:
+        """``names`` (minus the target) reordered to the training inputs' order, after
+        checking that they are exactly those; ValueError listing the differences.
+        Names match as they are (``0`` is not ``"0"``), except that all-text names (a
+        file's header) match a model trained on non-text names by their text."""
         names = [c for c in names if c != self.target_name]
         if self.feature_names is None:
             if len(names) != self.n_features:
                 raise ValueError(f"{what} has {len(names)} input columns but the model "
                                  f"takes {self.n_features}")
             return names
-        missing = [c for c in self.feature_names if c not in names]
-        extra = [c for c in names if c not in self.feature_names]
+        key = (str if all(isinstance(c, str) for c in names)
+               and not all(isinstance(c, str) for c in self.feature_names) else _same)
+        given = {key(c): c for c in names}
+        want = [key(c) for c in self.feature_names]
+        missing = [c for c, k in zip(self.feature_names, want) if k not in given]
+        extra = [c for k, c in given.items() if k not in set(want)]
         if missing or extra:
             raise ValueError(f"the columns of {what} do not match the model's inputs "
-                             f"{self.feature_names}: missing {missing}, unexpected {extra}")
-        return list(self.feature_names)
+                             f"{self.feature_names} (matched by name): missing {missing}, "
+                             f"unexpected {extra}. Rename or select the columns; pass a "
+                             "plain array to match them by position")
+        return [given[k] for k in want]
 
     def _inputs(self, X: Any) -> np.ndarray:
         names = column_names(X)
@@ -179,11 +187,35 @@ def load(path: str | os.PathLike, device: torch.device | str | None = None) -> P
 
 
 # -- helpers --------------------------------------------------------------------------------
-def column_names(obj: Any) -> list[str] | None:
-    """A data frame's column names (when they are all strings)."""
+def column_names(obj: Any) -> list[Any] | None:
+    """A data frame's column names (text, integers, any plain label), or None for data
+    without named columns (arrays, tensors). Predictions match columns by these names
+    (:meth:`Predictor.match_columns`); ValueError when two columns share a name."""
     cols = getattr(obj, "columns", None)
-    names = [] if cols is None else list(cols)
-    return names if names and all(isinstance(c, str) for c in names) else None
+    if cols is None or isinstance(obj, (np.ndarray, torch.Tensor)):
+        return None
+    names = [_label(c) for c in cols]
+    if not names:
+        return None
+    dupes = sorted({repr(c) for c in names if names.count(c) > 1})
+    if dupes:
+        raise ValueError(f"the columns of X must have distinct names to be matched by name "
+                         f"(repeated: {', '.join(dupes)}); rename them or pass a plain array")
+    return names
+
+
+def _label(name: Any) -> Any:
+    """A column name as a plain value that a model file can hold (numpy scalars become
+    Python ones; labels other than text, numbers and tuples of them become their text)."""
+    if isinstance(name, np.generic):
+        name = name.item()
+    if isinstance(name, tuple):
+        return tuple(_label(c) for c in name)
+    return name if isinstance(name, (str, int, float, bool)) else str(name)
+
+
+def _same(name: Any) -> Any:
+    return name
 
 
 def writable(a: Any) -> Any:
