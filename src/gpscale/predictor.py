@@ -168,6 +168,23 @@ def load(path: str | os.PathLike, device: torch.device | str | None = None) -> P
         raise ValueError(f"{str(path)!r} has format version {version!r}; this gpscale reads "
                          f"up to {FORMAT_VERSION}: upgrade gpscale")
     try:
+        pred = _rebuild(saved, path)
+    except KeyError as err:
+        raise ValueError(f"model file {str(path)!r} is damaged or not written by gpscale: "
+                         f"missing key {err.args[0]!r}; fit the model again (gpscale fit "
+                         "or Predictor.save)") from None
+    except (TypeError, AttributeError, IndexError, RuntimeError) as err:
+        raise ValueError(f"model file {str(path)!r} is damaged or not written by gpscale: "
+                         f"{type(err).__name__}: {err}; fit the model again (gpscale fit "
+                         "or Predictor.save)") from None
+    if device is not None:
+        pred.model = pred.model.to(device)
+    return pred
+
+
+def _rebuild(saved: dict[str, Any], path: Path) -> Predictor:
+    """The predictor a loaded file describes (KeyError etc. when it is damaged)."""
+    try:
         cls = model_class(saved["model_class"])
     except ValueError as err:
         raise ValueError(f"{str(path)!r} holds a model this gpscale cannot rebuild: {err}") \
@@ -177,7 +194,6 @@ def load(path: str | os.PathLike, device: torch.device | str | None = None) -> P
     kernel = _kernels.from_config(cfg) if cfg is not None else None
     model = cls.from_config(saved["model_options"], state, kernel)
     model.load_state_dict(state)
-    model = model if device is None else model.to(device)
     fields = {f.name for f in dataclasses.fields(FitResult)}
     result = FitResult(**{k: v for k, v in saved["result"].items() if k in fields})
     return Predictor(model, Standardizer.from_state(saved["scaler"]), result,

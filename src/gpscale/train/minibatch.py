@@ -96,7 +96,7 @@ def warn_few_steps(method: str, n: int, batch_size: int, epochs: float,
     need = math.ceil(MIN_STEPS / math.ceil(n / batch_size))
     warnings.warn(
         f"{method}: n={n} rows in batches of {batch_size} for {epochs:g} epochs make only "
-        f"{steps} optimiser steps; its defaults are meant for large data (the paper runs "
+        f"{steps} optimiser steps; minibatch methods are meant for large data (the paper runs "
         f"100 epochs on 14 000+ rows), and with so few steps the hyperparameters stay near "
         f"their start (predictive intervals typically far too wide). For n this small use "
         f"method='exact' (or 'rff'), or pass epochs={need} (≥ {MIN_STEPS} steps; slower)",
