@@ -52,3 +52,12 @@ def test_numpy_integer_names_and_duplicates():
     np.testing.assert_array_equal(pred.predict(df[[7, 3]]), pred.predict(X))
     with pytest.raises(ValueError, match="distinct names"):
         gpscale.fit(pd.DataFrame(X, columns=["a", "a"]), X[:, 0], max_iter=5)
+
+
+def test_a_text_header_matches_integer_names_by_their_text(int_named):
+    """What ``gpscale predict`` does with a CSV header for a model fitted on a data frame
+    with integer column names."""
+    pred, _, _, _ = int_named
+    assert pred.match_columns(["30", "99", "10", "20"], "new.csv") == ["10", "20", "30"]
+    with pytest.raises(ValueError, match=r"missing \[20\]"):
+        pred.match_columns(["30", "10", "y"], "new.csv")

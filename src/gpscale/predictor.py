@@ -60,14 +60,16 @@ class Predictor:
         checking that they are exactly those; ValueError listing the differences.
         Names match as they are (``0`` is not ``"0"``), except that all-text names (a
         file's header) match a model trained on non-text names by their text."""
-        names = [c for c in names if c != self.target_name]
+        trained = [*(self.feature_names or []), self.target_name]
+        key = (str if all(isinstance(c, str) for c in names)
+               and not all(isinstance(c, str) for c in trained if c is not None) else _same)
+        if self.target_name is not None:
+            names = [c for c in names if key(c) != key(self.target_name)]
         if self.feature_names is None:
             if len(names) != self.n_features:
                 raise ValueError(f"{what} has {len(names)} input columns but the model "
                                  f"takes {self.n_features}")
             return names
-        key = (str if all(isinstance(c, str) for c in names)
-               and not all(isinstance(c, str) for c in self.feature_names) else _same)
         given = {key(c): c for c in names}
         want = [key(c) for c in self.feature_names]
         missing = [c for c, k in zip(self.feature_names, want) if k not in given]
