@@ -5,11 +5,31 @@
 ``features``, ``linalg``, ``models``, ``train``, ``data``, ``metrics`` and ``bench``.
 """
 
-from . import api, data, features, kernels, linalg, methods, metrics, models, train
-from .api import METHODS, Predictor, fit, load, register_method
-from .kernels import make_kernel
-from .models import ExactGP, FeatureGP
-from .train import FitResult, fit_lbfgs
+import sys as _sys
+from pathlib import Path as _Path
+
+
+def _started_as_command() -> bool:
+    """Whether this process is the ``gpscale`` command (the console script or ``python -m
+    gpscale.cli``), not a Python session that imports gpscale."""
+    main = _sys.modules.get("__main__")
+    if _Path(getattr(main, "__file__", None) or "").name in ("gpscale", "gpscale.exe"):
+        return True
+    argv = list(getattr(_sys, "orig_argv", []))  # python -m gpscale.cli ...
+    return any(a == "-m" and b == "gpscale.cli" for a, b in zip(argv, argv[1:]))
+
+
+try:
+    from . import api, data, features, kernels, linalg, methods, metrics, models, train
+    from .api import METHODS, Predictor, fit, load, register_method
+    from .kernels import make_kernel
+    from .models import ExactGP, FeatureGP
+    from .train import FitResult, fit_lbfgs
+except KeyboardInterrupt:  # Ctrl-C while the command is still importing torch & co.
+    if not _started_as_command():
+        raise
+    print("gpscale: interrupted while starting; nothing was done", file=_sys.stderr)
+    raise SystemExit(130) from None
 
 __version__ = "0.1.0"
 

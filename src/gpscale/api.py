@@ -4,9 +4,12 @@ calls. Methods live in :mod:`gpscale.methods`, the trained model and its file in
 
 from __future__ import annotations
 
+import contextlib
 import copy
+from collections.abc import Iterator
 from typing import Any
 
+import numpy as np
 import torch
 
 from . import kernels as _kernels
@@ -16,7 +19,7 @@ from .kernels import Kernel
 from .methods import METHODS, Method, get_method, register_method
 from .methods.auto import Choice, choose_method
 from .models.feature import PartitionRows
-from .predictor import FORMAT_VERSION, Predictor, column_names, load, writable
+from .predictor import FORMAT_VERSION, Predictor, _label, column_names, load, writable
 from .preprocessing import Standardizer
 from .validation import as_dtype, check_device, check_xy
 
@@ -71,7 +74,9 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
                          "X alone; with X and y in memory leave it out")
     if (scheduler is not None or workers is not None) and m.streams:
         source = open_source((writable(X), writable(y)))
-        return _fit_source(source, m, kernel, standardize, scheduler, workers, options)
+        pred = _fit_source(source, m, kernel, standardize, scheduler, workers, options)
+        pred.feature_names, pred.target_name = column_names(X), _series_name(y)
+        return pred
     _check_cluster_use(m, scheduler, workers)
     Xt, yt = check_xy(writable(X), writable(y))
     if Xt.shape[0] < 2:
@@ -79,11 +84,13 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
                          "least 2 samples to learn hyperparameters")
     Xn, yn = Xt.cpu().numpy(), yt.cpu().numpy()
     k, kernel_name = _kernel(kernel, Xn.shape[1])
+    if not standardize:
+        _check_own_units(Xn, yn)
     scaler = (Standardizer.fit(Xn, yn).keep_columns(k.raw_columns(Xn.shape[1]))
               if standardize else Standardizer.identity(Xn.shape[1]))
     Xs = torch.as_tensor(scaler.transform_x(Xn), dtype=torch.float64)
     ys = torch.as_tensor(scaler.transform_y(yn), dtype=torch.float64)
-    with connect(scheduler, workers) as client:
+    with connect(scheduler, workers) as client, _own_units(standardize, m.name):
         extra = {"client": client} if m.cluster else {}
         model, result = m.fit_fn(Xs, ys, k, **options, **extra)
     return Predictor(model, scaler, result, method=m.name, kernel_name=kernel_name,
@@ -152,7 +159,8 @@ def _fit_source(source: Source, m: Method, kernel: str | Kernel, standardize: bo
         scaler = (source_scaler(parts, client).keep_columns(k.raw_columns(source.num_features))
                   if standardize else Standardizer.identity(source.num_features))
         rows = PartitionRows(parts, source.num_features, scaler, client)
-        model, result = m.fit_fn(rows, None, k, **options)
+        with _own_units(standardize, m.name):
+            model, result = m.fit_fn(rows, None, k, **options)
         if model.n < 2:
             raise ValueError(f"{source.description} has {model.n} row(s); a GP needs at "
                              "least 2 samples to learn hyperparameters")
@@ -174,6 +182,41 @@ def _device_dtype(options: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: with standardize=False, |values| above this are refused: squared distances and yᵀy of
+#: such values overflow float64 (its largest finite square root is about 1.3e154)
+OWN_UNITS_MAX = 1e150
+_NO_STANDARDIZE = ("let gpscale standardise the data (drop standardize=False, or "
+                   "--no-standardize on the command line) or rescale the columns yourself")
+
+
+def _check_own_units(X: np.ndarray, y: np.ndarray) -> None:
+    """ValueError when data to be used in its own units is too large for float64 GPs."""
+    for name, a in (("X", X), ("y", y)):
+        top = float(np.max(np.abs(a))) if a.size else 0.0
+        if top > OWN_UNITS_MAX:
+            raise ValueError(f"with standardize=False the GP works in the data's own units, "
+                             f"and {name} reaches |value| = {top:.3g} (> {OWN_UNITS_MAX:g}), "
+                             f"where its squares overflow: {_NO_STANDARDIZE}")
+
+
+@contextlib.contextmanager
+def _own_units(standardize: bool, method: str) -> Iterator[None]:
+    """With standardize=False, a numerical failure of the fit (RuntimeError) becomes a
+    ValueError that names the likely cause, the data's units."""
+    if standardize:
+        yield
+        return
+    from .train.admm_run import ADMMDivergenceError
+    try:
+        yield
+    except ADMMDivergenceError:
+        raise
+    except RuntimeError as err:
+        raise ValueError(f"method {method!r} failed on the data in its own units "
+                         f"(standardize=False): {err}. The usual cause is the columns' scale: "
+                         f"{_NO_STANDARDIZE}") from None
+
+
 def _check_cluster_use(m: Method, scheduler: Any, workers: int | None) -> None:
     if (scheduler is not None or workers is not None) and not (m.streams or m.cluster):
         uses = sorted(n for n, v in METHODS.items() if v.streams or v.cluster)
@@ -190,5 +233,7 @@ def _kernel(kernel: str | Kernel, d: int) -> tuple[Kernel, str]:
                      f"Kernel object, got {type(kernel).__name__}")
 
 
-def _series_name(obj: Any) -> str | None:
-    return obj.name if isinstance(getattr(obj, "name", None), str) else None
+def _series_name(obj: Any) -> Any:
+    """A pandas Series' name (text or another plain label), else None."""
+    name = getattr(obj, "name", None) if hasattr(obj, "to_numpy") else None
+    return None if name is None else _label(name)

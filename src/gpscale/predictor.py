@@ -62,21 +62,31 @@ class Predictor:
     def kernel(self) -> Kernel | None:
         return getattr(self.model, "kernel", None)  # feature-space models have none
 
-    def match_columns(self, names: list[str], what: str = "X") -> list[str]:
-        """The training input names, in training order, after checking that ``names``
-        (minus the target) are exactly those; ValueError listing the differences."""
-        names = [c for c in names if c != self.target_name]
+    def match_columns(self, names: list[Any], what: str = "X") -> list[Any]:
+        """``names`` (minus the target) reordered to the training inputs' order, after
+        checking that they are exactly those; ValueError listing the differences.
+        Names match as they are (``0`` is not ``"0"``), except that all-text names (a
+        file's header) match a model trained on non-text names by their text."""
+        trained = [*(self.feature_names or []), self.target_name]
+        key = (str if all(isinstance(c, str) for c in names)
+               and not all(isinstance(c, str) for c in trained if c is not None) else _same)
+        if self.target_name is not None:
+            names = [c for c in names if key(c) != key(self.target_name)]
         if self.feature_names is None:
             if len(names) != self.n_features:
                 raise ValueError(f"{what} has {len(names)} input columns but the model "
                                  f"takes {self.n_features}")
             return names
-        missing = [c for c in self.feature_names if c not in names]
-        extra = [c for c in names if c not in self.feature_names]
+        given = {key(c): c for c in names}
+        want = [key(c) for c in self.feature_names]
+        missing = [c for c, k in zip(self.feature_names, want) if k not in given]
+        extra = [c for k, c in given.items() if k not in set(want)]
         if missing or extra:
             raise ValueError(f"the columns of {what} do not match the model's inputs "
-                             f"{self.feature_names}: missing {missing}, unexpected {extra}")
-        return list(self.feature_names)
+                             f"{self.feature_names} (matched by name): missing {missing}, "
+                             f"unexpected {extra}. Rename or select the columns; pass a "
+                             "plain array to match them by position")
+        return [given[k] for k in want]
 
     def _inputs(self, X: Any) -> np.ndarray:
         if self.inputs is not None and (strings := self._strings(X)) is not None:
@@ -189,6 +199,23 @@ def load(path: str | os.PathLike, device: torch.device | str | None = None) -> P
         raise ValueError(f"{str(path)!r} has format version {version!r}; this gpscale reads "
                          f"up to {FORMAT_VERSION}: upgrade gpscale")
     try:
+        pred = _rebuild(saved, path)
+    except KeyError as err:
+        raise ValueError(f"model file {str(path)!r} is damaged or not written by gpscale: "
+                         f"missing key {err.args[0]!r}; fit the model again (gpscale fit "
+                         "or Predictor.save)") from None
+    except (TypeError, AttributeError, IndexError, RuntimeError) as err:
+        raise ValueError(f"model file {str(path)!r} is damaged or not written by gpscale: "
+                         f"{type(err).__name__}: {err}; fit the model again (gpscale fit "
+                         "or Predictor.save)") from None
+    if device is not None:
+        pred.model = pred.model.to(device)
+    return pred
+
+
+def _rebuild(saved: dict[str, Any], path: Path) -> Predictor:
+    """The predictor a loaded file describes (KeyError etc. when it is damaged)."""
+    try:
         cls = model_class(saved["model_class"])
     except ValueError as err:
         raise ValueError(f"{str(path)!r} holds a model this gpscale cannot rebuild: {err}") \
@@ -198,7 +225,6 @@ def load(path: str | os.PathLike, device: torch.device | str | None = None) -> P
     kernel = _kernels.from_config(cfg) if cfg is not None else None
     model = cls.from_config(saved["model_options"], state, kernel)
     model.load_state_dict(state)
-    model = model if device is None else model.to(device)
     fields = {f.name for f in dataclasses.fields(FitResult)}
     result = FitResult(**{k: v for k, v in saved["result"].items() if k in fields})
     return Predictor(model, Standardizer.from_state(saved["scaler"]), result,
@@ -220,11 +246,35 @@ def _string_inputs(state: Any, path: Path) -> StringInputs | None:
 
 
 # -- helpers --------------------------------------------------------------------------------
-def column_names(obj: Any) -> list[str] | None:
-    """A data frame's column names (when they are all strings)."""
+def column_names(obj: Any) -> list[Any] | None:
+    """A data frame's column names (text, integers, any plain label), or None for data
+    without named columns (arrays, tensors). Predictions match columns by these names
+    (:meth:`Predictor.match_columns`); ValueError when two columns share a name."""
     cols = getattr(obj, "columns", None)
-    names = [] if cols is None else list(cols)
-    return names if names and all(isinstance(c, str) for c in names) else None
+    if cols is None or isinstance(obj, (np.ndarray, torch.Tensor)):
+        return None
+    names = [_label(c) for c in cols]
+    if not names:
+        return None
+    dupes = sorted({repr(c) for c in names if names.count(c) > 1})
+    if dupes:
+        raise ValueError(f"the columns of X must have distinct names to be matched by name "
+                         f"(repeated: {', '.join(dupes)}); rename them or pass a plain array")
+    return names
+
+
+def _label(name: Any) -> Any:
+    """A column name as a plain value that a model file can hold (numpy scalars become
+    Python ones; labels other than text, numbers and tuples of them become their text)."""
+    if isinstance(name, np.generic):
+        name = name.item()
+    if isinstance(name, tuple):
+        return tuple(_label(c) for c in name)
+    return name if isinstance(name, (str, int, float, bool)) else str(name)
+
+
+def _same(name: Any) -> Any:
+    return name
 
 
 def writable(a: Any) -> Any:

@@ -235,7 +235,8 @@ def fit_admm_consensus(model: ExactGP, k: int = 2, *, seed: int | torch.Generato
 
     ``tau`` is the consensus penalty τ (default: the mean validation-fold size, the scale
     of each l_k); ``local_iters`` hold-out ADMM iterations per fold and round. Rounds stop
-    when ‖Δθ̄‖ < ε (constrained units) and max_k ‖θ_k − θ̄‖ < ε (raw), or after
+    when ‖Δθ̄‖ < ε (constrained units, the change over the last ``window`` rounds, see
+    :class:`ADMMOptions`) and max_k ‖θ_k − θ̄‖ < ε (raw), or after
     ``max_iter`` rounds. On divergence or Ctrl-C the best θ̄ (lowest mean fold
     validation MSE among feasible rounds) is kept. ``scale``: as
     :func:`~gpscale.train.admm.fit_admm_hocv` (applied to θ̄). The folds of each round
@@ -266,6 +267,7 @@ def fit_admm_consensus(model: ExactGP, k: int = 2, *, seed: int | torch.Generato
         return probe.values()
 
     history: list[dict[str, Any]] = []
+    path = [values_of(bar_theta)]  # θ̄ per round, for the windowed stop test
     best = (math.inf, bar_theta.clone(), 0)
     reason, message, n_evals = "max_iter", "", 0
     runner = _Runner(workers, client)
@@ -303,7 +305,11 @@ def fit_admm_consensus(model: ExactGP, k: int = 2, *, seed: int | torch.Generato
                 break
             if rec["residual"] <= opts.feasible_tol and rec["cv_loss"] < best[0]:
                 best = (rec["cv_loss"], bar_theta.clone(), it)
-            if dtheta < opts.eps and primal < opts.eps:
+            path.append(values_of(bar_theta))
+            if len(path) > opts.window:
+                rec["dtheta_window"] = float((path[-1] - path[-1 - opts.window]).norm())
+                del path[0]
+            if rec.get("dtheta_window", math.inf) < opts.eps and primal < opts.eps:
                 reason = "converged"
                 break
     except KeyboardInterrupt:

@@ -43,7 +43,8 @@ def check_fit_args(model: ExactGP, on_divergence: str, scale: str = "ml") -> Non
 
 def run_holdout(state: HoldoutADMM, max_iter: int, progress: bool = False,
                 desc: str = "GPCV-ADMM", t0: float | None = None) -> dict[str, Any]:
-    """Iterate Algorithm 1 until ‖Δθ‖ < ε (and the residual below ``res_tol`` if set),
+    """Iterate Algorithm 1 until ‖θ^η − θ^(η−window)‖ < ε (and the residual below
+    ``res_tol`` if set),
     ``max_iter``, divergence or Ctrl-C. On divergence or Ctrl-C the best feasible
     iterate (lowest validation MSE among those with a relative constraint residual
     below ``feasible_tol``; the start is one) is restored. Returns a plain dict
@@ -56,6 +57,7 @@ def run_holdout(state: HoldoutADMM, max_iter: int, progress: bool = False,
                 "theta": theta_of(model), "time_s": time.perf_counter() - t0}
 
     history = [record(0, state.diagnostics())]
+    path = [state.values()]  # θ in constrained units, per iteration, for the stop test
     best = (history[0]["cv_loss"], 0, state.theta(), state.z.clone(), state.lam.clone())
     reason, message = "max_iter", ""
     bar = tqdm(total=max_iter, desc=desc, disable=not progress, leave=False)
@@ -80,7 +82,12 @@ def run_holdout(state: HoldoutADMM, max_iter: int, progress: bool = False,
                 break
             if rec["residual"] <= o.feasible_tol and rec["cv_loss"] < best[0]:
                 best = (rec["cv_loss"], it, state.theta(), state.z.clone(), state.lam.clone())
-            if rec["dtheta"] < o.eps and (o.res_tol is None or rec["residual"] <= o.res_tol):
+            path.append(state.values())
+            if len(path) > o.window:
+                rec["dtheta_window"] = float((path[-1] - path[-1 - o.window]).norm())
+                del path[0]
+            if rec.get("dtheta_window", math.inf) < o.eps and (
+                    o.res_tol is None or rec["residual"] <= o.res_tol):
                 reason = "converged"
                 break
     except KeyboardInterrupt:

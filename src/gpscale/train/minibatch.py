@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
@@ -70,6 +71,36 @@ def epoch_batches(n: int, batch_size: int, generator: torch.Generator,
     (the last batch may be smaller)."""
     perm = torch.randperm(n, generator=generator).to(device)
     yield from torch.split(perm, batch_size)
+
+
+#: fewer planned optimiser steps than this draw a :class:`FewStepsWarning`: on a clean
+#: 300-row set SCGD with its defaults took 1000 steps (100 epochs of 32) to calibrated
+#: 95 % intervals; after 100 (10 epochs) its predictive std was still 2.3x the noise
+MIN_STEPS = 1000
+
+
+class FewStepsWarning(UserWarning):
+    """A minibatch method's settings plan too few optimiser steps for its hyperparameters
+    to leave their start: the data set is small for the method's defaults."""
+
+
+def warn_few_steps(method: str, n: int, batch_size: int, epochs: float,
+                   stacklevel: int = 3) -> None:
+    """:class:`FewStepsWarning` when ``epochs`` passes over ``n`` rows in batches of
+    ``batch_size`` make fewer than :data:`MIN_STEPS` steps; the message says what to do."""
+    if not (isinstance(epochs, (int, float)) and epochs > 0):
+        return  # run_minibatch says what is wrong with it
+    steps = max(1, math.ceil(epochs * math.ceil(n / batch_size)))
+    if steps >= MIN_STEPS:
+        return
+    need = math.ceil(MIN_STEPS / math.ceil(n / batch_size))
+    warnings.warn(
+        f"{method}: n={n} rows in batches of {batch_size} for {epochs:g} epochs make only "
+        f"{steps} optimiser steps; minibatch methods are meant for large data (the paper runs "
+        f"100 epochs on 14 000+ rows), and with so few steps the hyperparameters stay near "
+        f"their start (predictive intervals typically far too wide). For n this small use "
+        f"method='exact' (or 'rff'), or pass epochs={need} (≥ {MIN_STEPS} steps; slower)",
+        FewStepsWarning, stacklevel=stacklevel)
 
 
 def check_batch_size(batch_size: int, n: int) -> int:

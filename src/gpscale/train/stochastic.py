@@ -39,6 +39,7 @@ from .minibatch import (
     make_generator,
     make_optimizer,
     run_minibatch,
+    warn_few_steps,
 )
 from .result import FitResult
 from .weight_space import (
@@ -245,6 +246,7 @@ def fit_minimax(
                                   / torch.linalg.matrix_norm(A)))
         return value
 
+    warn_few_steps("minimax", n, batch_size, epochs, stacklevel=5)
     result = run_minibatch(step, [w, sigma2, A_bar, B, *alpha], n, batch_size, epochs,
                            evaluate=evaluate, eval_every=eval_every, seed=seed,
                            max_time=max_time, device=model.noise.device, progress=progress,
@@ -318,6 +320,7 @@ def fit_scgd(
         opt.step()
         return _per_point(estimate, n)
 
+    warn_few_steps("scgd", n, batch_size, epochs, stacklevel=5)
     result = run_minibatch(step, params, n, batch_size, epochs, evaluate=_evaluator(model),
                            eval_every=eval_every, seed=seed, max_time=max_time,
                            device=model.noise.device, progress=progress, method="scgd",
@@ -353,6 +356,7 @@ def fit_bsgd(
         opt.step()
         return _per_point(loss.detach(), X_S.shape[0])
 
+    warn_few_steps("bsgd", n, batch_size, epochs, stacklevel=5)
     result = run_minibatch(step, params, n, batch_size, epochs, evaluate=_evaluator(model),
                            eval_every=eval_every, seed=seed, max_time=max_time,
                            device=model.noise.device, progress=progress, method="bsgd",
