@@ -9,10 +9,10 @@ from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from ..linalg import CholeskyError
 from ..params import positive_params
+from ..progress import progress_bar
 from ..rng import as_generator
 from .result import FitResult, restore, snapshot, theta_of
 
@@ -265,8 +265,8 @@ class _Run:
         group = self.opt.param_groups[0]
         group["max_iter"], group["max_eval"] = todo, todo * 2 + 10
         evals_before = self.n_evals
-        self.bar = tqdm(total=total_iter, initial=self.iterations, desc="L-BFGS",
-                        disable=not self.progress, leave=False)
+        self.bar = progress_bar(self.progress, total=total_iter, initial=self.iterations,
+                                desc="L-BFGS", leave=False)
         reason = "converged"
         try:
             self.opt.step(self.closure)
