@@ -7,6 +7,7 @@ subclass, ``model_options`` holds its ``to_config()``, ``state_dict`` its
 ``saved_state()`` and ``kernel_config`` its kernel's ``Kernel.config()``. Format
 version 2 keeps a feature model's statistics (ΦᵀΦ, Φᵀy, yᵀy, n) and a GRIEF model's
 grid instead of the training rows; version 1 files, which hold the rows, still load.
+``written_by`` (absent from older files) names the gpscale version that wrote the file.
 """
 
 from __future__ import annotations
@@ -123,6 +124,7 @@ class Predictor:
                              "from_config); subclass GPModel")
         return {
             "format": _FORMAT_TAG, "format_version": FORMAT_VERSION,
+            "written_by": f"gpscale {_version()}",
             "method": self.method, "kernel_name": self.kernel_name,
             "kernel_config": _plain(self.kernel.config()) if self.kernel is not None else None,
             "model_class": type(self.model).__name__,
@@ -179,6 +181,12 @@ def load(path: str | os.PathLike, device: torch.device | str | None = None) -> P
 
 
 # -- helpers --------------------------------------------------------------------------------
+def _version() -> str:
+    from . import __version__  # at call time: gpscale/__init__ imports this module
+
+    return __version__
+
+
 def column_names(obj: Any) -> list[str] | None:
     """A data frame's column names (when they are all strings)."""
     cols = getattr(obj, "columns", None)

@@ -2,7 +2,8 @@
 output, and the messages and warnings that then go to standard error.
 
 Standard input is copied to a temporary file before anything reads it (its format told
-from its first bytes: gzip → ``.csv.gz``, ``PAR1`` → ``.parquet``, otherwise CSV), so
+from its first bytes: gzip → ``.csv.gz``, ``PAR1`` → ``.parquet``, a zip → a
+``.pt`` model file, otherwise CSV), so
 methods that pass over the rows several times work on it, and an output that is the
 same file as the input (``gpscale predict --data - --out p.csv < p.csv``) is safe. The
 copy is deleted when the command ends; messages name it "standard input".
@@ -36,7 +37,8 @@ class Spool:
 
     def path(self, stream: Any = None) -> str:
         """Copy ``stream`` (default: standard input, as bytes) into a temporary file and
-        return its path (named ``stdin.csv``, ``stdin.csv.gz`` or ``stdin.parquet``)."""
+        return its path (``stdin.csv``, ``stdin.csv.gz``, ``stdin.parquet`` or
+        ``stdin.pt``)."""
         if self._dirs:
             raise ValueError("standard input can be read once per command; give '-' for "
                              "one argument only")
@@ -47,7 +49,8 @@ class Spool:
         folder = tempfile.mkdtemp(prefix="gpscale-stdin-")
         self._dirs.append(folder)
         head = stream.read(4) or b""
-        ext = ".csv.gz" if head[:2] == b"\x1f\x8b" else ".parquet" if head == b"PAR1" else ".csv"
+        ext = {b"\x1f\x8b": ".csv.gz", b"PA": ".parquet", b"PK": ".pt"}.get(head[:2], ".csv")
+        ext = ".csv" if ext == ".parquet" and head != b"PAR1" else ext
         path = os.path.join(folder, "stdin" + ext)
         with open(path, "wb") as f:
             f.write(head)
