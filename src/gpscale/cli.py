@@ -240,9 +240,14 @@ def _method_help(argv: Sequence[str]) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    with cli_warnings(), spool_stdin() as spool:  # copies of stdin live until the message
+        return _status(argv, spool)
+
+
+def _status(argv: list[str], spool: Spool) -> int:
+    """Run and map what happened to the exit status (see the module docstring)."""
     try:
-        with cli_warnings(), spool_stdin() as spool:
-            return _run(argv, spool)
+        return _run(argv, spool)
     except KeyboardInterrupt:
         print("gpscale: interrupted; no output was written (earlier files are as they were)",
               file=sys.stderr)
@@ -418,10 +423,9 @@ def _predict(args: argparse.Namespace) -> int:
     _check_out(args.out, [*find_files(args.data), args.model])
     predictor = api.load(args.model)
     keep = list(args.keep)
-    columns = open_source(args.data).feature_names  # every column, read from the header
+    others = open_source(args.data, keep=keep).feature_names  # the columns not kept
     inputs = set(predictor.feature_names or ())
-    names = predictor.match_columns([c for c in columns if c not in keep or c in inputs],
-                                    args.data)
+    names = predictor.match_columns(others + [c for c in keep if c in inputs], args.data)
     source = open_source(args.data, features=names, keep=keep)
     quantiles = [(quantile_column(q), NormalDist().inv_cdf(q)) for q in args.quantiles]
 
