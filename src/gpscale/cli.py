@@ -34,7 +34,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import io
-import math
 import os
 import sys
 from collections.abc import Sequence
@@ -43,10 +42,19 @@ from typing import Any
 
 from . import __version__, api
 from .commands.stdio import STDIO, Spool, cli_warnings, explain, spool_stdin
+from .commands.usage import (
+    PREDICT_COLUMNS,
+    UsageError,
+    check_usage,
+    count,
+    fit_options,
+    method_help,
+    quantile_column,
+    quantiles,
+)
 from .files import check_output
-from .io import file_format, find_files, open_source, write_table
+from .io import find_files, open_source, write_table
 from .kernels import KERNELS
-from .methods.options import parse_option
 from .threads import thread_limit
 
 __all__ = ["main", "build_parser", "UsageError"]
@@ -55,50 +63,6 @@ __all__ = ["main", "build_parser", "UsageError"]
 PREDICT_ROWS = 65_536
 #: ``gpscale fit`` says how much memory a method that loads every row will hold above this
 NOTICE_BYTES = 64 * 2**20
-#: output columns of ``gpscale predict`` besides ``--keep`` and ``--quantiles``
-PREDICT_COLUMNS = ("mean", "std")
-
-
-class UsageError(ValueError):
-    """The command line itself is wrong (exit status 2), as opposed to a failure while
-    running it (exit status 1)."""
-
-
-# -- argument types -------------------------------------------------------------------------
-def _count(least: int):
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if value < least:
-            raise argparse.ArgumentTypeError(f"must be >= {least}, got {value}")
-        return value
-
-    parse.__name__ = "count"
-    return parse
-
-
-def _quantiles(text: str) -> list[float]:
-    """``0.025,0.975`` -> [0.025, 0.975], each strictly between 0 and 1."""
-    out = []
-    for part in text.split(","):
-        try:
-            q = float(part)
-        except ValueError:
-            raise argparse.ArgumentTypeError(
-                f"expected numbers between 0 and 1 separated by commas (e.g. 0.025,0.975), "
-                f"got {text!r}") from None
-        if not (math.isfinite(q) and 0.0 < q < 1.0):
-            raise argparse.ArgumentTypeError(f"a quantile must lie strictly between 0 and "
-                                             f"1, got {part.strip()!r}")
-        out.append(q)
-    return out
-
-
-def quantile_column(q: float) -> str:
-    """Output column name of quantile ``q``: ``q0.025``."""
-    return f"q{q!r}"
 
 
 # -- parser ---------------------------------------------------------------------------------
@@ -113,7 +77,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"gpscale {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("--threads", type=_count(1), default=None,
+    common.add_argument("--threads", type=count(1), default=None,
                         help="CPU threads for torch during this command (default: torch's)")
     chatter = argparse.ArgumentParser(add_help=False)
     talk = chatter.add_mutually_exclusive_group()
@@ -131,21 +95,21 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     demo.add_argument("--out", default="gpscale-output",
                       help="folder for the forecast plot (default: gpscale-output, created)")
     demo.add_argument("--no-plot", action="store_true", help="do not draw the plot")
-    demo.add_argument("--max-iter", type=_count(1), default=200,
+    demo.add_argument("--max-iter", type=count(1), default=200,
                       help="L-BFGS iterations (default: 200)")
     demo.add_argument("--weekly", action="store_true",
                       help="train on every weekly value instead of monthly means "
                       "(about 4x the points, much slower)")
 
-    method_help = _method_help(argv)
+    method_help_text = method_help(argv)
     fit = sub.add_parser("fit", parents=[common, chatter],
                          help="learn a GP from CSV / Parquet files and save it",
                          description="Learn a GP from CSV (with a header) or Parquet files; "
                          "every column other than --target is an input.",
-                         epilog=method_help or "the methods and their options: gpscale "
+                         epilog=method_help_text or "the methods and their options: gpscale "
                          "methods; one method: gpscale fit --method NAME --help",
                          formatter_class=argparse.RawDescriptionHelpFormatter
-                         if method_help else argparse.HelpFormatter)
+                         if method_help_text else argparse.HelpFormatter)
     fit.add_argument("--data", required=True,
                      help="training data: a CSV or Parquet file, a glob ('parts/*.parquet') "
                      "or a directory of them; '-' reads CSV (or gzipped CSV, or Parquet) "
@@ -156,8 +120,8 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                      "see gpscale methods)")
     fit.add_argument("--kernel", default="rbf-ard",
                      help=f"kernel: {', '.join(KERNELS)} (default: rbf-ard)")
-    fit.add_argument("--max-iter", type=_count(1), default=None, help="optimiser iterations")
-    fit.add_argument("--restarts", type=_count(0), default=None,
+    fit.add_argument("--max-iter", type=count(1), default=None, help="optimiser iterations")
+    fit.add_argument("--restarts", type=count(0), default=None,
                      help="extra optimiser runs from perturbed starts")
     fit.add_argument("--seed", type=int, default=None, help="random seed")
     fit.add_argument("--option", action="append", default=[], metavar="NAME=VALUE",
@@ -169,7 +133,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     fit.add_argument("--scheduler", default=None, metavar="ADDRESS",
                      help="dask.distributed scheduler (e.g. tcp://127.0.0.1:8786) that runs "
                      "the statistics passes of the streaming methods (rff)")
-    fit.add_argument("--workers", type=_count(1), default=None, metavar="N",
+    fit.add_argument("--workers", type=count(1), default=None, metavar="N",
                      help="start a local dask cluster of N worker processes for those passes")
     fit.add_argument("--out", required=True,
                      help="model file to write (e.g. model.pt); '-' writes it to stdout "
@@ -194,7 +158,7 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     pred.add_argument("--keep", action="append", default=[], metavar="COLUMN",
                       help="copy this column of the input (e.g. an id) into the output, "
                       "before mean,std, as written (repeatable; in the order given)")
-    pred.add_argument("--quantiles", action="append", default=[], type=_quantiles,
+    pred.add_argument("--quantiles", action="append", default=[], type=quantiles,
                       metavar="Q[,Q...]",
                       help="add columns qQ (e.g. --quantiles 0.025,0.975 gives q0.025, "
                       "q0.975): quantiles of the Gaussian predictive distribution of a new "
@@ -216,24 +180,6 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 
     sub.add_parser("bench", help="run a benchmark (gpscale bench --help)", add_help=False)
     return parser
-
-
-def _method_help(argv: Sequence[str]) -> str | None:
-    """The options of the method named in ``fit --method NAME --help``, else None."""
-    argv = list(argv)
-    if argv[:1] != ["fit"] or not {"-h", "--help"} & set(argv):
-        return None
-    name = None
-    for i, a in enumerate(argv):
-        if a == "--method" and i + 1 < len(argv):
-            name = argv[i + 1]
-        elif a.startswith("--method="):
-            name = a.split("=", 1)[1]
-    if name not in api.METHODS:
-        return None
-    from .commands.methods import method_text
-
-    return "method " + method_text(name)
 
 
 # -- running --------------------------------------------------------------------------------
@@ -276,7 +222,7 @@ def _run(argv: list[str], spool: Spool) -> int:
     if args.command is None:
         parser.print_help(sys.stderr)
         return 2
-    _check_usage(args)
+    check_usage(args)
     for name in ("data", "model"):  # '-': standard input, copied to a file
         if getattr(args, name, None) == STDIO:
             setattr(args, name, spool.path())
@@ -301,58 +247,6 @@ def _silence_stdout() -> None:
         os.dup2(devnull, sys.stdout.fileno())
     except (OSError, ValueError, AttributeError):
         pass
-
-
-def _check_usage(args: argparse.Namespace) -> None:
-    """UsageError for what is wrong on the command line itself, before any work."""
-    if args.command == "methods" and args.name is not None and args.name not in api.METHODS:
-        raise UsageError(f"unknown method {args.name!r}; choose one of {sorted(api.METHODS)}")
-    if args.command == "fit":
-        _fit_options(args)
-    if args.command == "predict":
-        if args.model == STDIO and args.data == STDIO:
-            raise UsageError("--model and --data cannot both be '-' (standard input can be "
-                             "read once); give one of them as a file")
-        if args.out != STDIO and file_format(args.out) is None:
-            raise UsageError(f"cannot tell the format of --out {args.out!r} from its "
-                             "extension; name it .csv, .csv.gz, .parquet or .pq (or - for "
-                             "CSV on stdout)")
-        taken = list(args.keep)
-        args.quantiles = [q for qs in args.quantiles for q in qs]
-        names = taken + list(PREDICT_COLUMNS) + [quantile_column(q) for q in args.quantiles]
-        dupes = sorted({c for c in names if names.count(c) > 1})
-        if dupes:
-            raise UsageError(f"output column(s) {dupes} would appear twice: give each "
-                             "--keep column and quantile once, and do not --keep a column "
-                             f"named {' or '.join(PREDICT_COLUMNS)}")
-
-
-def _fit_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The method's options from the fit flags; UsageError for unknown names and bad
-    values."""
-    if args.method not in api.METHODS:
-        raise UsageError(f"unknown method {args.method!r}; choose one of "
-                         f"{sorted(api.METHODS)} (gpscale methods lists them)")
-    method = api.METHODS[args.method]
-    if args.kernel is not None and args.kernel.lower() not in KERNELS:
-        raise UsageError(f"unknown kernel {args.kernel!r}; choose one of {sorted(KERNELS)}")
-    if (args.scheduler is not None or args.workers is not None) and not (
-            method.streams or method.cluster):
-        uses = sorted(n for n, m in api.METHODS.items() if m.streams or m.cluster)
-        raise UsageError(f"method {method.name!r} trains in this process; --scheduler and "
-                         f"--workers apply to the methods that use a cluster: {uses}")
-    options: dict[str, Any] = {}
-    if method.options is None or "progress" in method.options:
-        options["progress"] = False if args.quiet else True if args.progress else None
-    options.update((k, v) for k, v in (("max_iter", args.max_iter),
-                                       ("restarts", args.restarts), ("seed", args.seed))
-                   if v is not None)
-    try:
-        method.check_options(options)
-        options.update(parse_option(method, text) for text in args.option)
-    except ValueError as err:
-        raise UsageError(str(err)) from None
-    return options
 
 
 def _say(args: argparse.Namespace, *lines: str, stderr: bool = False) -> None:
@@ -380,7 +274,7 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    options = _fit_options(args)
+    options = fit_options(args)
     _check_out(args.out, find_files(args.data))
     if args.out == STDIO and sys.stdout.isatty():
         raise ValueError("--out - would write a binary model file to the terminal; "

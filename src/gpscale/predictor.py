@@ -13,6 +13,7 @@ grid instead of the training rows; version 1 files, which hold the rows, still l
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import os
 from pathlib import Path
 from typing import Any
@@ -182,9 +183,11 @@ def load(path: str | os.PathLike, device: torch.device | str | None = None) -> P
 
 # -- helpers --------------------------------------------------------------------------------
 def _version() -> str:
-    from . import __version__  # at call time: gpscale/__init__ imports this module
-
-    return __version__
+    """The installed gpscale's version (from its package metadata)."""
+    try:
+        return importlib.metadata.version("gpscale")
+    except importlib.metadata.PackageNotFoundError:
+        return "(unknown version)"
 
 
 def column_names(obj: Any) -> list[str] | None:

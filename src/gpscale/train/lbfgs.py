@@ -120,11 +120,14 @@ def fit_lbfgs(
             "(standardise X and y) and the initial hyperparameters"
         )
     best = min(finite, key=lambda r: r.best_f)
-    if cheap and best.reason in OUT_OF_BUDGET and runs[-1].reason != "interrupted":
+    interrupted = runs[-1].reason == "interrupted"
+    if cheap and best.reason in OUT_OF_BUDGET and not interrupted:
         restore(params, best.end)
         best.advance(max_iter)
     restore(params, best.best_params)
-    if warn and best.reason in OUT_OF_BUDGET:
+    # Ctrl-C in any run ends the fit as interrupted, even when an earlier run is the best
+    reason = "interrupted" if interrupted else best.reason
+    if warn and reason in OUT_OF_BUDGET:
         warnings.warn(
             f"L-BFGS stopped on its budget ({best.reason}: {best.iterations} iterations, "
             f"{best.n_evals} evaluations) before its stopping rule held; raise max_iter, "
@@ -134,8 +137,8 @@ def fit_lbfgs(
         theta=theta_of(model),
         objective=best.best_f,
         history=best.history,
-        converged=best.reason == "converged",
-        reason=best.reason,
+        converged=reason == "converged",
+        reason=reason,
         wall_s=time.perf_counter() - t0,
         n_evals=sum(r.n_evals for r in runs),
     )
