@@ -64,8 +64,12 @@ def test_check_output_read_only_folder(tmp_path):
 
 def _gpscale(*args, cwd, **kw):
     env = {**os.environ, "PYTHONPATH": str(SRC)}
+    # SIGINT at its default even when pytest runs as a background job (which ignores it,
+    # and then Python never raises KeyboardInterrupt)
     return subprocess.Popen([sys.executable, "-m", "gpscale.cli", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **kw)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+                            **kw)
 
 
 def test_special_outputs_are_refused_before_training(tmp_path):
