@@ -65,9 +65,10 @@ def test_fit_then_predict(tmp_path, train_csv, capsys):
                                pred.predict(np.array([[1.0, 150.0], [2.0, 250.0]])))
 
 
-def _expect_error(capsys, argv, message):
-    code, out, err = _run(capsys, *argv)
-    assert code == 2
+def _expect_error(capsys, argv, message, code=1):
+    """A failure at run time exits 1, a usage error (the command line itself) 2."""
+    got, out, err = _run(capsys, *argv)
+    assert got == code, err
     assert err.startswith("gpscale: error: ") and message in err, err
     assert "Traceback" not in err
 
@@ -90,8 +91,8 @@ def test_fit_errors(tmp_path, train_csv, capsys):
     _expect_error(capsys, fit + [str(tmp_path / "ragged.csv")], "line 3")
     const = _write_csv(tmp_path / "const.csv", ["a", "y"], [(1, 5), (2, 5), (3, 5)])
     _expect_error(capsys, fit + [const], "constant")
-    _expect_error(capsys, fit + [train_csv, "--method", "nope"], "unknown method 'nope'")
-    _expect_error(capsys, fit + [train_csv, "--kernel", "nope"], "unknown kernel 'nope'")
+    _expect_error(capsys, fit + [train_csv, "--method", "nope"], "unknown method 'nope'", 2)
+    _expect_error(capsys, fit + [train_csv, "--kernel", "nope"], "unknown kernel 'nope'", 2)
     _expect_error(capsys, ["fit", "--data", train_csv, "--target", "y",
                            "--out", str(tmp_path / "no" / "m.pt")], "does not exist")
     assert not (tmp_path / "m.pt").exists()
@@ -172,8 +173,9 @@ def test_threads_option_is_scoped_to_the_command(tmp_path, train_csv, capsys):
                      "--threads", "1", "--out", str(tmp_path / "m.pt")]) == 0
     assert torch.get_num_threads() == before
     capsys.readouterr()
-    _expect_error(capsys, ["fit", "--data", train_csv, "--target", "y", "--threads", "0",
-                           "--out", str(tmp_path / "m.pt")], "--threads must be >= 1")
+    code, _, err = _run(capsys, "fit", "--data", train_csv, "--target", "y", "--threads", "0",
+                        "--out", str(tmp_path / "m.pt"))
+    assert code == 2 and "--threads: must be >= 1, got 0" in err, err  # argparse usage error
 
 
 def test_method_options_on_the_command_line(tmp_path, capsys):
@@ -196,4 +198,4 @@ def test_method_options_on_the_command_line(tmp_path, capsys):
                            [(x, np.sin(x)) for x in np.linspace(0, 3, 30)])
     out = str(tmp_path / "m.pt")
     _expect_error(capsys, ["fit", "--data", train_csv, "--target", "y", "--method", "rff",
-                           "--option", "bogus=1", "--out", out], "no option 'bogus'")
+                           "--option", "bogus=1", "--out", out], "no option 'bogus'", 2)

@@ -187,3 +187,21 @@ def test_continuing_a_run_matches_one_uninterrupted_run():
     model = _Rosenbrock()
     two = fit_lbfgs(model, max_iter=200, starts=[_set_x(-1.2)], restart_iter=5)
     assert two.objective < 1e-8
+
+
+def test_ctrl_c_in_a_later_start_ends_the_fit_as_interrupted():
+    """Ctrl-C during the second of two cheap starts: the first start's values are kept,
+    but the fit reports "interrupted" (it used to report the first start's "max_iter",
+    so the command line saved the model and exited 0)."""
+    model = _Rosenbrock()
+    calls = []
+
+    def objective():
+        calls.append(1)
+        if len(calls) == 8:  # the first start (3 iterations) is over by then
+            raise KeyboardInterrupt
+        return model.nlml()
+
+    res = fit_lbfgs(model, objective, max_iter=200, starts=[_set_x(0.5)], restart_iter=3)
+    assert res.reason == "interrupted" and not res.converged
+    assert res.objective < _Rosenbrock().nlml().item()  # the best values so far are kept

@@ -9,11 +9,13 @@ version 2 keeps a feature model's statistics (ΦᵀΦ, Φᵀy, yᵀy, n) and a G
 grid instead of the training rows; version 1 files, which hold the rows, still load.
 ``inputs`` (absent from older files) holds how the inputs were made from a string
 column (:class:`gpscale.io.inputs.StringInputs`), None for numeric columns.
+``written_by`` (absent from older files) names the gpscale version that wrote the file.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import importlib.metadata
 import os
 from pathlib import Path
 from typing import Any
@@ -160,6 +162,7 @@ class Predictor:
                              "from_config); subclass GPModel")
         return {
             "format": _FORMAT_TAG, "format_version": FORMAT_VERSION,
+            "written_by": f"gpscale {_version()}",
             "method": self.method, "kernel_name": self.kernel_name,
             "kernel_config": _plain(self.kernel.config()) if self.kernel is not None else None,
             "model_class": type(self.model).__name__,
@@ -246,6 +249,14 @@ def _string_inputs(state: Any, path: Path) -> StringInputs | None:
 
 
 # -- helpers --------------------------------------------------------------------------------
+def _version() -> str:
+    """The installed gpscale's version (from its package metadata)."""
+    try:
+        return importlib.metadata.version("gpscale")
+    except importlib.metadata.PackageNotFoundError:
+        return "(unknown version)"
+
+
 def column_names(obj: Any) -> list[Any] | None:
     """A data frame's column names (text, integers, any plain label), or None for data
     without named columns (arrays, tensors). Predictions match columns by these names

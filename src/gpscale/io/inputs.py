@@ -230,7 +230,7 @@ def prediction_source(predictor: Any, data: Any, keep: Sequence[str] = ()) -> So
     spec = getattr(predictor, "inputs", None)
     if spec is not None:
         return open_strings(data, spec.column, spec=spec, keep=keep)
-    columns = open_source(data).feature_names  # every column, read from the header
-    names = predictor.match_columns(columns, data)
-    return open_source(data, features=names, keep=keep,
-                       exclude=[c for c in columns if c not in names and c not in keep])
+    others = open_source(data, keep=keep).feature_names  # the columns not kept
+    inputs = set(predictor.feature_names or ())
+    names = predictor.match_columns(others + [c for c in keep if c in inputs], data)
+    return open_source(data, features=names, keep=keep)

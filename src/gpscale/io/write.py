@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.csv as pv
 import pyarrow.parquet as pq
 
@@ -87,9 +88,29 @@ def _tables(chunks: Iterable[Mapping[str, Any]], columns: Sequence[str] | None
         yield pa.table({c: pa.array([], pa.float64()) for c in names})
 
 
-def _csv_options(schema: pa.Schema, header: bool) -> pv.WriteOptions:
-    plain = all(not any(ch in n for ch in ',"\r\n') for n in schema.names)
-    return pv.WriteOptions(include_header=header, quoting_header="none" if plain else "needed")
+def _csv_options(table: pa.Table, header: bool) -> pv.WriteOptions:
+    """Names and text values are quoted only where they must be (a comma, quote or line
+    break inside), so ids and labels come out as written."""
+    plain = all(not any(ch in n for ch in ',"\r\n') for n in table.schema.names)
+    quote = any(_needs_quotes(col) for col in table.columns)
+    return pv.WriteOptions(include_header=header, quoting_header="none" if plain else "needed",
+                           quoting_style="needed" if quote else "none")
+
+
+def _needs_quotes(col: pa.ChunkedArray) -> bool:
+    t = col.type
+    if not (pa.types.is_string(t) or pa.types.is_large_string(t)
+            or pa.types.is_binary(t) or pa.types.is_large_binary(t)
+            or pa.types.is_dictionary(t)):
+        return False
+    text = pc.cast(col, pa.large_string()) if not pa.types.is_string(t) else col
+    return bool(pc.any(pc.match_substring_regex(text, '[,"\r\n]')).as_py())
+
+
+def _csv_bytes(table: pa.Table, header: bool) -> bytes:
+    buf = io.BytesIO()
+    pv.write_csv(table, buf, write_options=_csv_options(table, header))
+    return buf.getvalue()
 
 
 def _csv_to_file(tmp: str, tables: Iterator[pa.Table], gzip: bool) -> int:
@@ -97,16 +118,11 @@ def _csv_to_file(tmp: str, tables: Iterator[pa.Table], gzip: bool) -> int:
     sink: Any = pa.OSFile(tmp, "wb")
     if gzip:
         sink = pa.CompressedOutputStream(sink, "gzip")
-    writer = None
     try:
-        for t in tables:
-            if writer is None:
-                writer = pv.CSVWriter(sink, t.schema, write_options=_csv_options(t.schema, True))
-            writer.write_table(t)
+        for i, t in enumerate(tables):
+            sink.write(_csv_bytes(t, i == 0))
             rows += t.num_rows
     finally:
-        if writer is not None:
-            writer.close()
         sink.close()
     return rows
 
@@ -116,12 +132,11 @@ def _csv_to_stream(tables: Iterator[pa.Table]) -> int:
     out = getattr(sys.stdout, "buffer", None)
     rows = 0
     for i, t in enumerate(tables):
-        buf = io.BytesIO()
-        pv.write_csv(t, buf, write_options=_csv_options(t.schema, i == 0))
+        data = _csv_bytes(t, i == 0)
         if out is not None:
-            out.write(buf.getvalue())
+            out.write(data)
         else:
-            sys.stdout.write(buf.getvalue().decode())
+            sys.stdout.write(data.decode())
         rows += t.num_rows
     sys.stdout.flush()
     return rows

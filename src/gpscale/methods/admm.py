@@ -33,9 +33,12 @@ def _admm(fit_fn, name: str):
 
 
 register_method("admm-hocv", _admm(fit_admm_hocv, "admm-hocv"),
-                "exact GP, hold-out cross-validation by GPCV-ADMM")
+                "exact GP, hold-out cross-validation by GPCV-ADMM: predictive accuracy "
+                "rather than likelihood, O(n²) per iteration")
 register_method("admm-kfold", _admm(fit_admm_kfold, "admm-kfold"),
-                "exact GP, K-fold cross-validation by per-fold GPCV-ADMM (averaged θ)",
+                "exact GP, K-fold cross-validation by per-fold GPCV-ADMM (averaged θ): as "
+                "admm-hocv with every row validated once; folds in parallel",
                 cluster=True)
 register_method("admm-consensus", _admm(fit_admm_consensus, "admm-consensus"),
-                "exact GP, K-fold cross-validation by consensus ADMM", cluster=True)
+                "exact GP, K-fold cross-validation by consensus ADMM: as admm-kfold, the "
+                "folds agreeing on one θ", cluster=True)

@@ -35,6 +35,9 @@ def _cholqr(objective: str):
 
 
 register_method("cholqr-vfe", _cholqr("vfe"),
-                "sparse GP on a training subset, CholQR swaps + L-BFGS on the VFE bound")
+                "sparse GP on a training subset, CholQR swaps + L-BFGS on the VFE bound: "
+                "rows held in memory, any kernel (molecules, sequences): the inducing "
+                "points are training rows")
 register_method("cholqr-dtc", _cholqr("dtc"),
-                "sparse GP on a training subset, CholQR swaps + L-BFGS on the DTC NLML")
+                "sparse GP on a training subset, CholQR swaps + L-BFGS on the DTC NLML: "
+                "as cholqr-vfe with the DTC likelihood instead of the VFE bound")

@@ -32,7 +32,8 @@ class SizeWarning(UserWarning):
     """The exact GP is about to need more memory or time than the machine has."""
 
 
-@register("exact", "exact GP, ML-II (or MAP-II with prior=) by L-BFGS")
+@register("exact", "exact GP, ML-II (or MAP-II with prior=) by L-BFGS: the reference; up to "
+          "about 10^4 rows (O(n³) time, O(n²) memory per step)")
 def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0.1,
               mean: str = "zero", max_iter: int = 200, restarts: int = 0,
               seed: int | None = None, progress: bool = False,

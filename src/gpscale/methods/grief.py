@@ -20,7 +20,8 @@ from .registry import register
 from .rff import spectral_kind
 
 
-@register("grief-ii", "GP-GRIEF-II grid eigenfunctions, ML-II by L-BFGS", streams=True)
+@register("grief-ii", "GP-GRIEF-II grid eigenfunctions, ML-II by L-BFGS: many rows and few "
+          "inputs (a grid of m_bar^d points, product kernels)", streams=True)
 def fit_grief(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: Kernel,
               num_features: int | None = None,
               m_bar: int = 10, max_iter: int = 100, seed: int = 0, progress: bool = False,
@@ -39,7 +40,8 @@ def fit_grief(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: K
                         progress=progress, device=device)
 
 
-@register("grief-i", "GP-GRIEF-I re-weighted grid eigenfunctions, posterior by MALA",
+@register("grief-i", "GP-GRIEF-I re-weighted grid eigenfunctions, posterior by MALA: as "
+          "grief-ii, with the weights sampled (slower, MCMC)",
           streams=True)
 def fit_grief_mcmc(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: Kernel,
                    num_features: int = 1000,

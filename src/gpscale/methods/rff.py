@@ -33,7 +33,8 @@ def spectral_kind(kernel: Kernel, method: str) -> tuple[str, bool]:
 AUTO_SUBSAMPLE, AUTO_ABOVE = 20_000, 100_000
 
 
-@register("rff", "random Fourier features (orthogonal), ML-II by L-BFGS", streams=True)
+@register("rff", "random Fourier features (orthogonal), ML-II by L-BFGS: stationary "
+          "kernels on many rows (10^5 and more), streamed from files or a cluster", streams=True)
 def fit_rff(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: Kernel,
             num_features: int = 512, noise: float = 0.1, max_iter: int = 200, seed: int = 0,
             subsample: int | str | None = "auto", refine: int = 0, progress: bool = False,

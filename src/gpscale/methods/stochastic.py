@@ -60,9 +60,10 @@ def _stochastic(fit_fn, name: str, description: str, extra: tuple[str, ...]) -> 
 
 
 _stochastic(fit_minimax, "minimax", "finite-feature GP, unbiased minibatch ML-II by MINIMAX "
-            "(Shoham & Avron §3.1)", ("lr_max", "mu", "mu_growth", "mu_max", "noise_min",
+            "(Shoham & Avron §3.1): too many rows for a pass per step; minibatches "
+            "streamed from files", ("lr_max", "mu", "mu_growth", "mu_max", "noise_min",
                                       "zeta_max"))
-_stochastic(fit_scgd, "scgd", "finite-feature GP, minibatch ML-II by SCGD (Shoham & Avron "
-            "§3.2)", ("b", "b0", "tracker"))
+_stochastic(fit_scgd, "scgd", "finite-feature GP, unbiased minibatch ML-II by SCGD (Shoham & "
+            "Avron §3.2): as minimax", ("b", "b0", "tracker"))
 _stochastic(fit_bsgd, "bsgd", "finite-feature GP, biased minibatch ML-II (BSGD, Chen et al. "
-            "2020)", ())
+            "2020): the baseline minimax and scgd remove the bias of", ())

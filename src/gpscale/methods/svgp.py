@@ -19,7 +19,8 @@ from ..validation import as_dtype
 from .registry import register
 
 
-@register("svgp", "stochastic variational GP (Hensman et al. 2015), minibatch ELBO",
+@register("svgp", "stochastic variational GP (Hensman et al. 2015), minibatch ELBO: the "
+          "usual large-n baseline; minibatches streamed from files",
           streams=True)
 def fit_svgp_method(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: Kernel,
                     num_inducing: int | None = None, batch_size: int | None = None,

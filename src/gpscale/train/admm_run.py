@@ -11,9 +11,9 @@ import warnings
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
 from ..models.exact import ExactGP
+from ..progress import progress_bar
 from .admm_core import HoldoutADMM
 from .admm_options import ADMMOptions
 from .admm_scale import calibrate_scale
@@ -60,7 +60,7 @@ def run_holdout(state: HoldoutADMM, max_iter: int, progress: bool = False,
     path = [state.values()]  # θ in constrained units, per iteration, for the stop test
     best = (history[0]["cv_loss"], 0, state.theta(), state.z.clone(), state.lam.clone())
     reason, message = "max_iter", ""
-    bar = tqdm(total=max_iter, desc=desc, disable=not progress, leave=False)
+    bar = progress_bar(progress, total=max_iter, desc=desc, leave=False)
     try:
         for it in range(1, max_iter + 1):
             rec = record(it, state.iterate())

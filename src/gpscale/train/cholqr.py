@@ -25,10 +25,10 @@ import numbers
 import time
 
 import torch
-from tqdm.auto import tqdm
 
 from ..linalg.pivchol import CholQRFactors
 from ..models.sparse import OBJECTIVES, SparseGP, check_inducing
+from ..progress import progress_bar
 from .cholqr_scoring import InfoPivots, exact_gain, factor_objective
 from .lbfgs import guarded
 from .result import FitResult, restore, snapshot, theta_of
@@ -189,7 +189,7 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
     order = torch.randperm(m, generator=gen).tolist()  # random tie-break of first visits
     last_visit = {i: -1.0 - r for i, r in zip(model.inducing.tolist(), order)}
     reason, n_evals, clock = "max_epochs", 0, 0
-    bar = tqdm(total=max_epochs, desc=f"CholQR-{objective}", disable=not progress, leave=False)
+    bar = progress_bar(progress, total=max_epochs, desc=f"CholQR-{objective}", leave=False)
     try:
         for epoch in range(1, max_epochs + 1):
             row = {"iter": epoch, "attempts": 0, "accepted": 0}

@@ -9,10 +9,10 @@ from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from ..linalg import CholeskyError
 from ..params import positive_params
+from ..progress import progress_bar
 from ..rng import as_generator
 from .result import FitResult, restore, snapshot, theta_of
 
@@ -120,11 +120,14 @@ def fit_lbfgs(
             "(standardise X and y) and the initial hyperparameters"
         )
     best = min(finite, key=lambda r: r.best_f)
-    if cheap and best.reason in OUT_OF_BUDGET and runs[-1].reason != "interrupted":
+    interrupted = runs[-1].reason == "interrupted"
+    if cheap and best.reason in OUT_OF_BUDGET and not interrupted:
         restore(params, best.end)
         best.advance(max_iter)
     restore(params, best.best_params)
-    if warn and best.reason in OUT_OF_BUDGET:
+    # Ctrl-C in any run ends the fit as interrupted, even when an earlier run is the best
+    reason = "interrupted" if interrupted else best.reason
+    if warn and reason in OUT_OF_BUDGET:
         warnings.warn(
             f"L-BFGS stopped on its budget ({best.reason}: {best.iterations} iterations, "
             f"{best.n_evals} evaluations) before its stopping rule held; raise max_iter, "
@@ -134,8 +137,8 @@ def fit_lbfgs(
         theta=theta_of(model),
         objective=best.best_f,
         history=best.history,
-        converged=best.reason == "converged",
-        reason=best.reason,
+        converged=reason == "converged",
+        reason=reason,
         wall_s=time.perf_counter() - t0,
         n_evals=sum(r.n_evals for r in runs),
     )
@@ -265,8 +268,8 @@ class _Run:
         group = self.opt.param_groups[0]
         group["max_iter"], group["max_eval"] = todo, todo * 2 + 10
         evals_before = self.n_evals
-        self.bar = tqdm(total=total_iter, initial=self.iterations, desc="L-BFGS",
-                        disable=not self.progress, leave=False)
+        self.bar = progress_bar(self.progress, total=total_iter, initial=self.iterations,
+                                desc="L-BFGS", leave=False)
         reason = "converged"
         try:
             self.opt.step(self.closure)

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
-from tqdm.auto import tqdm
 
+from ..progress import progress_bar
 from ..rng import as_generator
 
 
@@ -102,7 +102,7 @@ def mala(
     acc_warm = acc_main = 0
     history: list[dict] = []
     it = -1
-    bar = tqdm(total=n_iter, desc="MALA", disable=not progress, leave=False)
+    bar = progress_bar(progress, total=n_iter, desc="MALA", leave=False)
     interrupted = False
     try:
         for it in range(n_iter):

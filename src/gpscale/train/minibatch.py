@@ -19,8 +19,8 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import torch
-from tqdm.auto import tqdm
 
+from ..progress import progress_bar
 from ..rng import as_generator
 from .result import FitResult, restore, snapshot
 
@@ -162,7 +162,7 @@ def run_minibatch(
     best = {"value": math.inf, "params": snapshot(params), "step": 0}
     history: list[dict] = []
     batch_values: list[float] = []
-    bar = tqdm(total=total, desc=method, disable=not progress, leave=False)
+    bar = progress_bar(progress, total=total, desc=method, leave=False)
 
     def checkpoint(t: int) -> None:
         row = {"iter": t, "epoch": t / steps_per_epoch, "time_s": time.perf_counter() - t0,

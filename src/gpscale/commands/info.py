@@ -1,0 +1,217 @@
+"""``gpscale info MODEL``: what a saved model is, in the data's own units.
+
+The model is trained on standardised columns by default (x ↦ (x − mean_j)/s_j,
+y ↦ (y − ȳ)/s_y; the scaler is saved with the model), so its hyperparameters are
+reported both as trained and mapped back: a lengthscale or period of input column j
+times s_j, a variance (signal, noise, feature weight) times s_y², a constant mean
+ȳ + c·s_y. A lengthscale shared by several columns (an isotropic kernel) is one length
+per column in the data's units. Values with no unit (a periodic kernel's lengthscale,
+a rational-quadratic α, a Hamming lengthscale counted in mismatches) are unchanged;
+anything else is shown as trained.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from ..methods import METHODS
+from ..params import positive_params
+from ..predictor import Predictor, load
+
+__all__ = ["model_info", "info_text"]
+
+#: (owning class name or "*", parameter) -> unit: "x" (input column units), "y2"
+#: (variance in the target's units), "none" (no unit), "trained" (shown as trained)
+_UNITS = {("Periodic", "lengthscale"): "none", ("LocallyPeriodic", "lengthscale"): "trained",
+          ("Hamming", "lengthscale"): "none", ("*", "lengthscale"): "x",
+          ("*", "period"): "x", ("*", "alpha"): "none", ("*", "noise"): "y2",
+          ("Scale", "outputscale"): "y2", ("ScaledFeatures", "outputscale"): "y2"}
+
+
+def model_info(path: str | os.PathLike) -> dict[str, Any]:
+    """A saved model described as plain values (what ``gpscale info --json`` prints)."""
+    pred = load(path)
+    saved = torch.load(path, map_location="cpu", weights_only=True)
+    result = pred.result
+    iterations = max((int(h.get("iter", 0)) for h in result.history), default=0)
+    method = METHODS.get(pred.method)
+    names = _column_names(pred)
+    n = getattr(pred.model, "n", None)
+    return {
+        "file": os.fspath(path),
+        "format_version": saved.get("format_version"),
+        "written_by": saved.get("written_by"),
+        "method": pred.method,
+        "method_description": method.description if method else None,
+        "kernel": pred.kernel_name,
+        "kernel_structure": _kernel_text(saved.get("kernel_config")),
+        "model": type(pred.model).__name__,
+        "model_options": saved.get("model_options"),
+        "n": None if n is None else int(n),
+        "d": pred.n_features,
+        "inputs": names,
+        "target": pred.target_name,
+        "standardized": bool(pred.standardize),
+        "scaler": {"x_mean": _vec(pred.scaler.x_mean), "x_scale": _vec(pred.scaler.x_scale),
+                   "y_mean": float(pred.scaler.y_mean), "y_scale": float(pred.scaler.y_scale)},
+        "fit": {"objective": _num(result.objective), "iterations": iterations,
+                "evaluations": int(result.n_evals), "time_s": _num(result.wall_s),
+                "converged": bool(result.converged), "reason": result.reason},
+        "hyperparameters": hyperparameters(pred),
+        "other_parameters": {k: list(p.shape) for k, p in _others(pred.model).items()},
+    }
+
+
+def hyperparameters(pred: Predictor) -> dict[str, dict[str, Any]]:
+    """Each hyperparameter: ``value`` in the data's units, ``unit`` ("x": the units of
+    the input ``columns``, "y^2", "y", "none", or "standardised" when shown as trained)
+    and ``trained`` (the value the model holds)."""
+    model = pred.model
+    xs = np.asarray(pred.scaler.x_scale, dtype=np.float64)
+    ys = float(pred.scaler.y_scale)
+    names = _column_names(pred)
+    dims = _columns(model, pred.n_features)
+    params = list(positive_params(model))
+    has_signal = any(_unit(sub, desc.name, True) == "y2" and desc.name != "noise"
+                     for _, sub, desc in params)
+    out: dict[str, dict[str, Any]] = {}
+    for name, sub, desc in params:
+        v = getattr(sub, desc.name).detach().to("cpu", torch.float64).reshape(-1).numpy()
+        unit = _unit(sub, desc.name, has_signal)
+        entry: dict[str, Any] = {"trained": _vec(v)}
+        cols = dims.get(name[: -len(desc.name)].rstrip("."), list(range(pred.n_features)))
+        if unit == "x" and len(v) in (1, len(cols)):
+            entry.update(value=_vec(v * xs[cols]) if len(v) == len(cols) or len(cols) > 1
+                         else _vec(v * xs[cols]), unit="x",
+                         columns=[names[j] for j in cols])
+        elif unit == "y2":
+            entry.update(value=_vec(v * ys**2), unit="y^2")
+        elif unit == "none":
+            entry.update(value=_vec(v), unit="none")
+        else:
+            entry.update(value=_vec(v), unit="standardised" if pred.standardize else "data")
+        out[name] = entry
+    for name, p in model.named_parameters():
+        if name.split(".")[-1] == "mean_constant":
+            c = p.detach().to("cpu", torch.float64).reshape(-1).numpy()
+            out[name] = {"trained": _vec(c), "value": _vec(pred.scaler.y_mean + c * ys),
+                         "unit": "y"}
+    return out
+
+
+def _unit(sub: nn.Module, attr: str, has_signal: bool) -> str:
+    if attr == "weight":  # W in K = Φ W Φᵀ: the signal variance unless another one is
+        return "trained" if has_signal else "y2"
+    return _UNITS.get((type(sub).__name__, attr), _UNITS.get(("*", attr), "trained"))
+
+
+def _columns(model: nn.Module, d: int) -> dict[str, list[int]]:
+    """Module name -> the input columns it reads (``active_dims`` composed down the
+    tree: a child's indices select among its parent's columns)."""
+    out: dict[str, list[int]] = {"": list(range(d))}
+    for prefix, sub in model.named_modules():
+        if not prefix:
+            continue
+        parent = out.get(prefix.rsplit(".", 1)[0] if "." in prefix else "", list(range(d)))
+        active = getattr(sub, "active_dims", None)
+        out[prefix] = [parent[j] for j in active] if active is not None else parent
+    return out
+
+
+def _others(model: nn.Module) -> dict[str, torch.Tensor]:
+    """Trainable tensors that are not hyperparameters (inducing inputs, variational
+    parameters, network weights)."""
+    raw = {name[: -len(desc.name)] + desc.raw_name for name, _, desc in positive_params(model)}
+    return {k: p for k, p in model.named_parameters()
+            if k not in raw and k.split(".")[-1] != "mean_constant"}
+
+
+def _column_names(pred: Predictor) -> list[str]:
+    return list(pred.feature_names or [f"x{j}" for j in range(pred.n_features)])
+
+
+def _kernel_text(cfg: Any) -> str | None:
+    """``Scale(RBF(ard_dims=2))`` from a saved :meth:`Kernel.config`."""
+    if not isinstance(cfg, dict):
+        return None
+    kids = [_kernel_text(c) for c in cfg.get("children", [])]
+    if cfg.get("type") in ("Sum", "Product"):
+        return (" + " if cfg["type"] == "Sum" else " * ").join(
+            f"({k})" if cfg["type"] == "Product" and " + " in k else k for k in kids)
+    args = ", ".join(f"{k}={v}" for k, v in cfg.get("args", {}).items() if v is not None)
+    inner = ", ".join([*kids, *([args] if args else [])])
+    return f"{cfg.get('type')}({inner})"
+
+
+def _vec(a: Any) -> float | list[float]:
+    a = np.asarray(a, dtype=np.float64).reshape(-1)
+    return float(a[0]) if a.size == 1 else [float(x) for x in a]
+
+
+def _num(x: Any) -> float | None:
+    try:
+        x = float(x)
+    except (TypeError, ValueError):
+        return None
+    return x if math.isfinite(x) else None
+
+
+# -- text -----------------------------------------------------------------------------------
+def _fmt(v: Any) -> str:
+    return f"{v:.4g}" if isinstance(v, float) else ", ".join(f"{x:.4g}" for x in v)
+
+
+def _value_text(entry: dict[str, Any]) -> str:
+    v, unit = entry["value"], entry["unit"]
+    if unit == "x":
+        vals = v if isinstance(v, list) else [v]
+        return "  ".join(f"{c}: {x:.4g}" for c, x in zip(entry["columns"], vals))
+    if unit == "y^2":
+        vals = v if isinstance(v, list) else [v]
+        if len(vals) == 1:
+            return f"{vals[0]:.4g} (std {math.sqrt(vals[0]):.4g})"
+        return _fmt(v)
+    return _fmt(v) + {"none": " (no unit)", "standardised": " (standardised units)"}.get(unit, "")
+
+
+def info_text(info: dict[str, Any]) -> str:
+    """The human-readable form of :func:`model_info`."""
+    fit = info["fit"]
+    by = f", written by {info['written_by']}" if info.get("written_by") else ""
+    kernel = info["kernel"] + (f" = {info['kernel_structure']}"
+                               if info.get("kernel_structure") else "")
+    inputs = ", ".join(info["inputs"])
+    scaled = ("X and y standardised for training" if info["standardized"]
+              else "trained on the raw columns")
+    conv = "converged" if fit["converged"] else "not converged"
+    stop = f"stopped: {fit['reason'] or '?'} ({conv})"
+    objective = "?" if fit["objective"] is None else f"{fit['objective']:.6g}"
+    secs = "" if not fit["time_s"] else f" in {fit['time_s']:.2f} s"
+    lines = [
+        f"{info['file']}: gpscale model, format version {info['format_version']}{by}",
+        f"method   {info['method']}"
+        + (f": {info['method_description']}" if info.get("method_description") else ""),
+        f"kernel   {kernel}",
+        f"model    {info['model']}",
+        f"data     n = {info['n'] if info['n'] is not None else '?'} rows, d = {info['d']} "
+        f"inputs ({inputs})" + (f" -> target {info['target']}" if info["target"] else "")
+        + f"; {scaled}",
+        f"fit      objective {objective} after {fit['iterations']} iterations, "
+        f"{fit['evaluations']} evaluations{secs}; {stop}",
+        "",
+        "hyperparameters in the data's units (lengths in each input column's units, "
+        "variances in the target's units squared):",
+    ]
+    rows = [(name, _value_text(e)) for name, e in info["hyperparameters"].items()]
+    width = max((len(r[0]) for r in rows), default=0)
+    lines += [f"  {name:<{width}}  {text}" for name, text in rows]
+    if info["other_parameters"]:
+        shown = ", ".join(f"{k} {tuple(s)}" for k, s in info["other_parameters"].items())
+        lines.append(f"other trained tensors: {shown}")
+    return "\n".join(lines)

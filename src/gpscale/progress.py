@@ -1,0 +1,22 @@
+"""Progress bars: the one place where ``progress=`` becomes a tqdm bar.
+
+``progress=True`` always shows a bar, ``False`` never, ``None`` only when the bar's
+stream (stderr) is a terminal — tqdm's ``disable=None`` — so logs and pipes are not
+filled with hundreds of updates. The library's trainers default to ``False``; the
+command line passes ``None`` (``--progress`` forces ``True``, ``--quiet`` ``False``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tqdm.auto import tqdm
+
+__all__ = ["progress_bar"]
+
+
+def progress_bar(progress: bool | None, **kwargs: Any) -> tqdm:
+    """A tqdm bar (``kwargs`` as for tqdm, e.g. ``total``, ``desc``) shown as
+    ``progress`` says: True always, False never, None only on a terminal."""
+    disable = None if progress is None else not progress
+    return tqdm(disable=disable, **kwargs)
