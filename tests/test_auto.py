@@ -106,3 +106,36 @@ def test_the_estimator_takes_auto():
     est = GPRegressor(method="auto", max_iter=20).fit(X, y)
     assert est.predictor_.choice.method == "exact"
     assert est.score(X, y) > 0.8
+
+
+def test_the_command_line_takes_method_auto_and_a_budget(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    exe = Path(sys.executable).with_name("gpscale")
+    if not exe.exists():
+        pytest.skip("no gpscale console script next to this Python")
+    X, y = _data(80)
+    lines = ["a,b,c,y"] + [",".join(f"{v:.6g}" for v in (*row, t)) for row, t in zip(X, y)]
+    (tmp_path / "t.csv").write_text("\n".join(lines) + "\n")
+    env = {**os.environ, "PYTHONPATH": str(Path(gpscale.__file__).resolve().parents[1])}
+
+    def run(*args):
+        return subprocess.run([str(exe), *args], cwd=tmp_path, env=env, capture_output=True,
+                              text=True, timeout=300)
+
+    fit = run("fit", "--data", "t.csv", "--target", "y", "--method", "auto", "--budget", "30",
+              "--max-iter", "20", "--out", "m.pt")
+    assert fit.returncode == 0, fit.stderr
+    assert "--method auto picked exact" in fit.stderr
+    assert gpscale.load(tmp_path / "m.pt").method == "exact"
+    wrong = run("fit", "--data", "t.csv", "--target", "y", "--method", "exact", "--budget",
+                "30", "--out", "m2.pt")
+    assert wrong.returncode == 2 and "--budget sizes the model" in wrong.stderr
+    assert not (tmp_path / "m2.pt").exists()
+    # an option the picked method does not take is a usage error that names the pick
+    bad = run("fit", "--data", "t.csv", "--target", "y", "--method", "auto", "--option",
+              "num_features=64", "--out", "m3.pt")
+    assert bad.returncode == 2 and "num_features" in bad.stderr, bad.stderr
