@@ -162,7 +162,7 @@ def _perturb(model: nn.Module, gen: torch.Generator) -> None:
             continue
         value = getattr(sub, desc.name).detach()
         factor = torch.exp(torch.randn(value.shape, generator=gen, dtype=value.dtype))
-        setattr(sub, desc.name, (value * factor.to(value.device)).clamp_min(2 * desc.floor))
+        setattr(sub, desc.name, (value * factor.to(value.device)).clamp_min(2 * desc.floor_of(sub)))
 
 
 class _Stop(Exception):
