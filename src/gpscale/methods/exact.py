@@ -16,6 +16,7 @@ from ..models import ExactGP
 from ..priors import Prior, resolve_priors
 from ..train import FitResult, fit_lbfgs
 from ..train.result import restore, snapshot
+from ..train.warning_types import SizeWarning
 from ..validation import as_dtype, check_int, check_positive
 from .registry import register
 
@@ -32,10 +33,6 @@ GUARD_MIN_N = 4000
 NOISE_FLOOR = 1e-4
 #: the lengthscale a stationary kernel has unless it is given one
 DEFAULT_LENGTHSCALE = 1.0
-
-
-class SizeWarning(UserWarning):
-    """The exact GP is about to need more memory or time than the machine has."""
 
 
 @register("exact", "exact GP, ML-II (or MAP-II with prior=) by L-BFGS")

@@ -15,14 +15,10 @@ from ..linalg import CholeskyError
 from ..params import positive_params
 from ..rng import as_generator
 from .result import FitResult, restore, snapshot, theta_of
+from .warning_types import ConvergenceWarning
 
 #: the ways a run can end that mean "the budget ran out", not "it converged"
 OUT_OF_BUDGET = ("max_iter", "max_evals")
-
-
-class ConvergenceWarning(UserWarning):
-    """The optimiser ran out of iterations or evaluations before its stopping rule held
-    (scikit-learn's convention; defined here because scikit-learn is optional)."""
 
 
 def fit_lbfgs(
