@@ -113,11 +113,101 @@ def _highdim(n=200, d=16, seed=0):
 
 def test_default_stopping_rule_stops_early_near_the_optimum():
     X, y = _highdim()
-    _, ref = exact_method.fit_exact(X, y, make_kernel("rbf-ard", 16), tol=None, max_iter=300)
-    _, res = exact_method.fit_exact(X, y, make_kernel("rbf-ard", 16))
+    # one start for both (the auto start may add a second run, see below)
+    _, ref = exact_method.fit_exact(X, y, make_kernel("rbf-ard", 16), tol=None, max_iter=300,
+                                    init="given")
+    _, res = exact_method.fit_exact(X, y, make_kernel("rbf-ard", 16), init="given")
     assert res.reason == "converged"
     assert res.n_evals < ref.n_evals
     assert res.objective - ref.objective < 3 * 1e-4 * len(y) * 3  # a few tol·n per point
+
+
+def test_auto_start_escapes_the_plateau_where_the_old_race_kept_the_unit_start():
+    """Two relevant columns of 32 (pumadyn32nm's shape): the unit start reaches the
+    plateau where the model explains y as noise (NLML ≈ 1.41 per point) within the few
+    iterations of a race, while the √d start is still above it; the race kept the
+    plateau. The auto start begins at √d and finds the structure."""
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(80, 32, generator=g, dtype=torch.float64)
+    y = torch.sin(1.5 * X[:, 0]) * X[:, 1] + 0.1 * torch.randn(80, generator=g,
+                                                              dtype=torch.float64)
+    y = (y - y.mean()) / y.std()
+    _, given = exact_method.fit_exact(X, y, make_kernel("rbf-ard", 32), init="given")
+    assert given.objective / 80 > 1.4  # the plateau
+    _, auto = exact_method.fit_exact(X, y, make_kernel("rbf-ard", 32))
+    assert auto.objective / 80 < 0.5
+
+
+def test_auto_start_keeps_given_lengthscales():
+    X, y = _highdim(n=60, d=4)
+
+    def kernel():  # a fit trains the kernel it is given: a new one for each
+        k = make_kernel("rbf-ard", 4)
+        k.base.lengthscale = torch.full((4,), 0.7, dtype=torch.float64)
+        return k
+
+    _, auto = exact_method.fit_exact(X, y, kernel(), max_iter=40)
+    _, given = exact_method.fit_exact(X, y, kernel(), max_iter=40, init="given")
+    assert auto.objective == given.objective and auto.theta == given.theta
+
+
+def test_a_long_lengthscale_start_that_ends_at_the_noise_floor_gets_a_second_run():
+    """16 columns, 3 relevant, noise variance ≈ 0.015: from √d the search ends in an
+    interpolating optimum with σ² at its floor (NLML ≈ +19); the unit start finds
+    σ² ≈ 0.015 (NLML ≈ −14) and wins."""
+    X, y = _highdim()
+    model, auto = exact_method.fit_exact(X, y, make_kernel("rbf-ard", 16))
+    _, given = exact_method.fit_exact(X, y, make_kernel("rbf-ard", 16), init="given")
+    assert auto.objective == pytest.approx(given.objective, abs=1e-9)
+    assert float(model.noise) == pytest.approx(0.015, rel=0.2)
+    assert auto.n_evals > given.n_evals  # both runs are counted
+
+
+def test_noise_floor_is_relative_to_the_variance_of_y_and_survives_save_and_load(tmp_path):
+    g = torch.Generator().manual_seed(3)
+    X = torch.rand(30, 2, generator=g, dtype=torch.float64)
+    y = 50.0 * torch.sin(4 * X.sum(1))  # noise-free, var(y) ≈ 1000
+
+    def kernel():  # in the units of y
+        k = make_kernel("rbf-ard", 2)
+        k.outputscale = y.var()
+        return k
+
+    model, _ = exact_method.fit_exact(X, y, kernel(), noise=10.0)
+    floor = 1e-4 * float(y.var())
+    assert ExactGP.noise.floor_of(model) == pytest.approx(floor)
+    assert float(model.noise) >= floor  # ML-II wants σ² → 0 here
+    assert float(model.noise) < 1.01 * floor
+    low, _ = exact_method.fit_exact(X, y, kernel(), noise=10.0, noise_floor=1e-9)
+    assert float(low.noise) < 1e-3 * floor
+    with pytest.raises(ValueError, match="noise floor"):
+        exact_method.fit_exact(X, y, kernel(), noise=0.01)
+    # the floor is part of the saved model: the loaded one has it and the same noise
+    import gpscale
+
+    pred = gpscale.fit(X.numpy(), y.numpy(), method="exact", standardize=False,
+                       noise=10.0, max_iter=5)
+    again = gpscale.load(pred.save(tmp_path / "m.gpscale"))
+    assert ExactGP.noise.floor_of(again.model) == pytest.approx(floor)
+    torch.testing.assert_close(again.model.noise, pred.model.noise)
+    # other models keep the class's floor
+    other = ExactGP(make_kernel("rbf-ard", 2), X, y)
+    assert ExactGP.noise.floor_of(other) == ExactGP.noise.floor
+
+
+def test_warnings_are_exported_from_the_package_and_train():
+    import gpscale
+    import gpscale.train
+    from gpscale.train import lbfgs
+
+    assert gpscale.ConvergenceWarning is gpscale.train.ConvergenceWarning
+    assert gpscale.ConvergenceWarning is lbfgs.ConvergenceWarning
+    assert gpscale.SizeWarning is gpscale.train.SizeWarning is exact_method.SizeWarning
+    assert {"ConvergenceWarning", "SizeWarning"} <= set(gpscale.__all__)
+    assert {"ConvergenceWarning", "SizeWarning"} <= set(gpscale.train.__all__)
+    X, y = _highdim(n=40, d=2)
+    with pytest.warns(gpscale.ConvergenceWarning, match="max_iter"):
+        gpscale.fit(X.numpy(), y.numpy(), method="exact", max_iter=2)
 
 
 def test_auto_start_escapes_the_plateau_of_unit_lengthscales_in_many_dimensions():

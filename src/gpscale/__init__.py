@@ -21,10 +21,10 @@ def _started_as_command() -> bool:
 
 try:
     from . import api, data, features, kernels, linalg, methods, metrics, models, train
-    from .api import METHODS, Predictor, fit, load, register_method
+    from .api import METHODS, Choice, Predictor, choose, fit, load, register_method
     from .kernels import make_kernel
     from .models import ExactGP, FeatureGP
-    from .train import FitResult, fit_lbfgs
+    from .train import ConvergenceWarning, FitResult, SizeWarning, fit_lbfgs
 except KeyboardInterrupt:  # Ctrl-C while the command is still importing torch & co.
     if not _started_as_command():
         raise
@@ -34,5 +34,7 @@ except KeyboardInterrupt:  # Ctrl-C while the command is still importing torch &
 __version__ = "0.1.0"
 
 __all__ = ["api", "methods", "data", "features", "kernels", "linalg", "metrics", "models", "train",
-           "fit", "load", "Predictor", "register_method", "METHODS", "make_kernel", "ExactGP",
-           "FeatureGP", "FitResult", "fit_lbfgs", "__version__"]
+           "fit", "load", "choose", "Choice", "Predictor", "register_method", "METHODS",
+           "make_kernel", "ExactGP",
+           "FeatureGP", "FitResult", "fit_lbfgs", "ConvergenceWarning", "SizeWarning",
+           "__version__"]

@@ -27,7 +27,10 @@ def inv_softplus(v: torch.Tensor) -> torch.Tensor:
 
 
 class Positive:
-    """A positive parameter: ``value = floor + softplus(raw)``."""
+    """A positive parameter: ``value = floor + softplus(raw)``.
+
+    ``floor`` is the class's; one instance can have its own (:meth:`set_floor`, e.g. a
+    noise floor relative to the variance of its y)."""
 
     def __init__(self, floor: float = DEFAULT_FLOOR, doc: str = "") -> None:
         self.floor = floor
@@ -36,11 +39,25 @@ class Positive:
     def __set_name__(self, owner: type, name: str) -> None:
         self.name = name
         self.raw_name = "raw_" + name
+        self.floor_key = "_floor_" + name
+
+    def floor_of(self, obj: nn.Module) -> float:
+        """The floor of this parameter on ``obj`` (its own, else the class's)."""
+        return obj.__dict__.get(self.floor_key, self.floor)
+
+    def set_floor(self, obj: nn.Module, floor: float) -> None:
+        """Give ``obj`` its own floor (> 0); set it before the value. A value already
+        set keeps its raw number, so it moves by the change of floor."""
+        floor = float(floor)
+        if not (floor > 0 and floor < float("inf")):
+            raise ValueError(f"the floor of {self.name} must be a positive number, got {floor}")
+        obj.__dict__[self.floor_key] = floor
 
     def __get__(self, obj: nn.Module | None, owner: type | None = None):
         if obj is None:
             return self
-        return self.floor + softplus(getattr(obj, self.raw_name))
+        return obj.__dict__.get(self.floor_key, self.floor) + softplus(
+            getattr(obj, self.raw_name))
 
     def raw_grad(self, obj: nn.Module, grad_value: torch.Tensor) -> torch.Tensor:
         """Chain rule: gradient with respect to ``raw`` from one with respect to the value."""
@@ -57,18 +74,19 @@ class Positive:
             dtype=like.dtype if like is not None else torch.float64,
             device=like.device if like is not None else None,
         )
-        if not torch.isfinite(value).all() or (value < self.floor).any() or (value <= 0).any():
+        floor = self.floor_of(obj)
+        if not torch.isfinite(value).all() or (value < floor).any() or (value <= 0).any():
             raise ValueError(
                 f"{type(obj).__name__}.{self.name} must be finite and greater than "
-                f"{self.floor:g}; got {value.detach().cpu().numpy()!r}. "
+                f"{floor:g}; got {value.detach().cpu().numpy()!r}. "
                 "Pass a positive value (e.g. 1.0)."
             )
         # A value at the floor (or read back there after softplus underflowed) is stored
         # a hair above it, where softplus still has a slope: at the floor itself raw
         # would be −∞ (or −690 after clamping) and every gradient through it exactly 0,
         # so no optimiser could ever move the parameter off the floor again.
-        margin = FLOOR_MARGIN * self.floor if self.floor > 0 else 1e-300
-        raw = inv_softplus((value - self.floor).clamp_min(margin))
+        margin = FLOOR_MARGIN * floor if floor > 0 else 1e-300
+        raw = inv_softplus((value - floor).clamp_min(margin))
         if existing is None:
             obj.register_parameter(self.raw_name, nn.Parameter(raw))
         else:
@@ -97,7 +115,7 @@ def summary(module: nn.Module) -> str:
     for name, sub, desc in positive_params(module):
         raw = getattr(sub, desc.raw_name)
         seen.add(name[: len(name) - len(desc.name)] + desc.raw_name)
-        rows.append((name, _fmt(getattr(sub, desc.name)), f"softplus+{desc.floor:g}",
+        rows.append((name, _fmt(getattr(sub, desc.name)), f"softplus+{desc.floor_of(sub):g}",
                      str(raw.requires_grad)))
     for name, p in module.named_parameters():
         if name not in seen:

@@ -98,6 +98,7 @@ class ExactGP(GPModel):
     X, y : training inputs (n, d) and targets (n,).
     noise : initial noise variance σ².
     mean : ``"zero"`` or ``"constant"`` (a learned constant m).
+    noise_floor : the smallest σ² this model allows (default: the class's 1e-6).
     """
 
     noise = Positive(floor=1e-6, doc="noise variance σ²")
@@ -111,12 +112,18 @@ class ExactGP(GPModel):
         mean: str = "zero",
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
+        noise_floor: float | None = None,
     ) -> None:
         super().__init__()
         if mean not in ("zero", "constant"):
             raise ValueError(f"mean must be 'zero' or 'constant', got {mean!r}")
         X, y = check_xy(X, y, dtype, device)
         self.kernel = kernel.to(dtype=dtype, device=X.device)
+        if noise_floor is not None:
+            ExactGP.noise.set_floor(self, noise_floor)
+            if not float(noise) > noise_floor:
+                raise ValueError(f"the initial noise ({float(noise):g}) must be above the "
+                                 f"noise floor ({noise_floor:g}); pass a larger noise")
         self.noise = torch.tensor(float(noise), dtype=dtype)
         self.mean_kind = mean
         self.mean_constant = nn.Parameter(torch.zeros((), dtype=dtype, device=X.device),
@@ -149,13 +156,19 @@ class ExactGP(GPModel):
 
     # -- persistence ----------------------------------------------------------------
     def to_config(self) -> dict[str, Any]:
-        return {"mean": self.mean_kind, "dtype": dtype_name(self.X)}
+        config = {"mean": self.mean_kind, "dtype": dtype_name(self.X)}
+        floor = ExactGP.noise.floor_of(self)
+        if floor != ExactGP.noise.floor:  # the noise is floor + softplus(raw_noise)
+            config["noise_floor"] = floor
+        return config
 
     @classmethod
     def from_config(cls, config: dict[str, Any], state: dict[str, torch.Tensor],
                     kernel: Kernel | None = None) -> ExactGP:
+        floor = config.get("noise_floor")
         return cls(kernel, state["X"], state["y"], mean=config["mean"],
-                   dtype=getattr(torch, config["dtype"]))
+                   dtype=getattr(torch, config["dtype"]), noise_floor=floor,
+                   noise=0.1 if floor is None else max(0.1, 2.0 * floor))
 
     # -- prediction -----------------------------------------------------------------
     def _factor(self) -> tuple[torch.Tensor, torch.Tensor]:

@@ -61,6 +61,6 @@ def calibrate_scale(model: ExactGP, **cg_options) -> float | None:
     if not c > 0 or c != c:
         return None
     for module, name in [*handles, (model, "noise")]:
-        floor = getattr(type(module), name).floor  # values at a floor stay there
+        floor = getattr(type(module), name).floor_of(module)  # values at a floor stay
         setattr(module, name, (getattr(module, name).detach() * c).clamp_min(floor))
     return c

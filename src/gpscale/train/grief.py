@@ -248,7 +248,7 @@ def set_best_scale_and_noise(model: FeatureGP, fix_scale: bool = False,
     dt, dev = gram.dtype, gram.device
     s0, n0 = model.weight.detach().reshape(-1)[0], model.noise.detach().reshape(())
     var_y = max(float(yy) / model.n, 1e-12)
-    floor = type(model).noise.floor
+    floor = type(model).noise.floor_of(model)
     grid = torch.logspace(-2, 2, points, dtype=dt, device=dev)
     s = (s0 * grid if not fix_scale else s0.reshape(1)).reshape(-1, 1, 1)
     lo = math.log10(floor * (1 + 1e-3))

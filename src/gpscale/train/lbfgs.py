@@ -15,14 +15,10 @@ from ..params import positive_params
 from ..progress import progress_bar
 from ..rng import as_generator
 from .result import FitResult, restore, snapshot, theta_of
+from .warning_types import ConvergenceWarning
 
 #: the ways a run can end that mean "the budget ran out", not "it converged"
 OUT_OF_BUDGET = ("max_iter", "max_evals")
-
-
-class ConvergenceWarning(UserWarning):
-    """The optimiser ran out of iterations or evaluations before its stopping rule held
-    (scikit-learn's convention; defined here because scikit-learn is optional)."""
 
 
 def fit_lbfgs(
@@ -165,7 +161,7 @@ def _perturb(model: nn.Module, gen: torch.Generator) -> None:
             continue
         value = getattr(sub, desc.name).detach()
         factor = torch.exp(torch.randn(value.shape, generator=gen, dtype=value.dtype))
-        setattr(sub, desc.name, (value * factor.to(value.device)).clamp_min(2 * desc.floor))
+        setattr(sub, desc.name, (value * factor.to(value.device)).clamp_min(2 * desc.floor_of(sub)))
 
 
 class _Stop(Exception):
