@@ -47,6 +47,7 @@ KNOWN_MINIMUMS = {
     "scikit-learn": "1.6",  # sklearn.utils.validation.validate_data
     "numpy": "1.23.2",  # the first numpy with wheels for Python 3.11
     "statsmodels": "0.13.5",  # the first statsmodels with wheels for Python 3.11
+    "pyarrow": "16",  # RecordBatch.rename_columns (io/csvfile.py); 14 and 15 lack it
 }
 
 
@@ -102,35 +103,34 @@ def _guarded(chain: list[ast.AST], node: ast.AST) -> bool:
     return False
 
 
+def _visit(node: ast.AST, chain: list[ast.AST], path: Path, root: Path, found: list) -> None:
+    names = []
+    if isinstance(node, ast.Import):
+        names = [a.name for a in node.names]
+    elif isinstance(node, ast.ImportFrom) and node.level == 0:
+        names = [node.module]
+    for name in names:
+        top = name.split(".")[0]
+        if top in sys.stdlib_module_names or top == "gpscale" or \
+                (root == TESTS and (TESTS / f"{top}.py").exists()):
+            continue
+        found.append({
+            "path": path, "line": node.lineno, "import": top,
+            "dist": canon(DIST_OF_IMPORT.get(top, top)),
+            "module": module_name(path) if root == PKG else path.stem,
+            "in_function": any(isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef))
+                               for c in chain),
+            "guarded": _guarded(chain, node),
+        })
+    for child in ast.iter_child_nodes(node):
+        _visit(child, chain + [node], path, root, found)
+
+
 def third_party_imports(root: Path) -> list[dict]:
     """Every absolute import of a non-stdlib, non-gpscale package under ``root``."""
-    found = []
+    found: list[dict] = []
     for path in sorted(root.rglob("*.py")):
-        tree = ast.parse(path.read_text(encoding="utf-8"))
-
-        def visit(node, chain):
-            names = []
-            if isinstance(node, ast.Import):
-                names = [a.name for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0:
-                names = [node.module]
-            for name in names:
-                top = name.split(".")[0]
-                if top in sys.stdlib_module_names or top == "gpscale" or \
-                        (root == TESTS and (TESTS / f"{top}.py").exists()):
-                    continue
-                found.append({
-                    "path": path, "line": node.lineno, "import": top,
-                    "dist": canon(DIST_OF_IMPORT.get(top, top)),
-                    "module": module_name(path) if root == PKG else path.stem,
-                    "in_function": any(isinstance(c, (ast.FunctionDef, ast.AsyncFunctionDef))
-                                       for c in chain),
-                    "guarded": _guarded(chain, node),
-                })
-            for child in ast.iter_child_nodes(node):
-                visit(child, chain + [node])
-
-        visit(tree, [])
+        _visit(ast.parse(path.read_text(encoding="utf-8")), [], path, root, found)
     return found
 
 
@@ -187,7 +187,7 @@ def test_optional_imports_say_which_extra_to_install():
         hinted = set(re.findall(r"gpscale\[(\w+)\]", text))
         if not hinted & extras_of(dist):
             bad.append(f"{mod} imports {dist} but its messages name no extra holding it "
-                       f"(pip install 'gpscale[{sorted(extras_of(dist))}]'); found {hinted}")
+                       f"(extras that hold it: {sorted(extras_of(dist))}); found {hinted}")
         top = recs[0]["import"]
         if not (any(r["guarded"] for r in recs) or f'find_spec("{top}")' in text):
             bad.append(f"{mod}: the import of {dist} is not guarded by try/except "
