@@ -117,13 +117,16 @@ def make_files(folder: Path) -> None:
             pq.write_table(pa.table(_table(100, 10 * parts + k, target)),
                            folder / name / f"part-{k}.parquet")
     rng = np.random.default_rng(2)
-    chains = ["C" * k + tail for k in range(1, 9) for tail in ("", "O", "N", "Cl", "=O")]
+    # 150 molecules: enough for the README's m = 128 inducing points
+    chains = ["C" * k + tail for k in range(1, 31) for tail in ("", "O", "N", "Cl", "=O")]
     _csv(folder / "molecules.csv",
          {"id": [f"m{i}" for i in range(len(chains))], "smiles": chains,
           "y": [len(s) + 0.1 * rng.standard_normal() for s in chains]})
+    _csv(folder / "new.csv", {"id": ["n0", "n1", "n2"], "smiles": ["CCCO", "CCN", "CCCCCl"]})
     seqs = ["".join(rng.choice(list("ACDEFGHIK"), 12)) for _ in range(40)]
-    _csv(folder / "sequences.csv",
-         {"sequence": seqs, "y": [s.count("A") + 0.1 * rng.standard_normal() for s in seqs]})
+    for name, target in (("sequences.csv", "y"), ("mutants.csv", "fitness")):
+        _csv(folder / name, {"sequence": seqs,
+                             target: [s.count("A") + 0.1 * rng.standard_normal() for s in seqs]})
 
 
 PRELUDE = """\
