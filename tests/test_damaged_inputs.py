@@ -84,13 +84,18 @@ def _libtorch_mapped(pid: int) -> bool:
 @pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="needs /proc")
 def test_ctrl_c_while_starting_exits_130_without_a_traceback(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(SRC)}
-    proc = subprocess.Popen([str(GPSCALE), "demo", "--help"], cwd=tmp_path, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not _libtorch_mapped(proc.pid) and proc.poll() is None:
-        assert time.monotonic() < deadline
-        time.sleep(0.002)
-    proc.send_signal(signal.SIGINT)  # torch is being imported: the command is starting
-    _, err = proc.communicate(timeout=60)
+    for _ in range(5):  # the import can finish before the signal lands: try again
+        proc = subprocess.Popen([str(GPSCALE), "demo", "--help"], cwd=tmp_path, env=env,
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 60
+        while not _libtorch_mapped(proc.pid) and proc.poll() is None:
+            assert time.monotonic() < deadline
+            time.sleep(0.002)
+        proc.send_signal(signal.SIGINT)  # torch is being imported: the command is starting
+        out, err = proc.communicate(timeout=60)
+        if not (proc.returncode == 0 and "usage:" in out):  # 0 + help: started too fast
+            break
+    else:
+        pytest.skip("the command finished starting before SIGINT landed, five times")
     assert proc.returncode == 130, err
     assert "Traceback" not in err and "gpscale: interrupted" in err
