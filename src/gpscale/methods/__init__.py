@@ -14,13 +14,14 @@
 ``scgd``            FeatureGP, unbiased minibatch ML-II, SCGD       (stochastic.py)
 ``bsgd``            FeatureGP, biased minibatch ML-II               (stochastic.py)
 ``svgp``            SVGP, minibatch ELBO                            (svgp.py)
+``sgpr``            SGPR, m free inducing inputs, VFE by L-BFGS     (sgpr.py)
 ==================  ============================================================
 
 Adding a method is adding a module here that calls :func:`register` (and importing it
 below).
 """
 
-from . import admm, cholqr, exact, grief, rff, stochastic, svgp  # noqa: F401  (registers)
+from . import admm, cholqr, exact, grief, rff, sgpr, stochastic, svgp  # noqa: F401  (registers)
 from .registry import METHODS, Method, get_method, register, register_method
 
 __all__ = ["METHODS", "Method", "get_method", "register", "register_method"]

@@ -31,26 +31,55 @@ def kmeans(X: torch.Tensor, m: int, seed: int = 0, iters: int = 25) -> torch.Ten
 def fit_sgpr(X, y, kernel: Kernel, m: int, noise: float = 0.1,
              init: str | torch.Tensor = "kmeans", seed: int = 0, max_iter: int = 200,
              learn_z: bool = True, dtype: torch.dtype = torch.float64,
-             device: torch.device | str | None = None) -> tuple[SGPR, FitResult]:
+             device: torch.device | str | None = None, *, tol: float | None = None,
+             warm_rows: int | None = None, warm_iter: int = 200,
+             kmeans_rows: int | None = None, progress: bool = False,
+             prepare=None) -> tuple[SGPR, FitResult]:
     """Fit an :class:`SGPR` with Z and the hyperparameters optimised jointly by L-BFGS.
 
-    ``init``: ``"random"`` (m distinct training inputs), ``"kmeans"`` (Lloyd centres)
-    or an (m, d) tensor of initial inducing inputs.
+    ``init``: ``"random"`` (m distinct training inputs), ``"kmeans"`` (Lloyd centres,
+    on a seeded sample of ``kmeans_rows`` rows when given) or an (m, d) tensor of
+    initial inducing inputs. ``tol``: the per-point stopping rule of
+    :func:`~gpscale.train.fit_lbfgs` (None: torch's absolute tests only).
+
+    ``warm_rows``: when given and below n, a first search (at most ``warm_iter``
+    iterations) runs on that many random rows, each of its evaluations costing
+    ``warm_rows / n`` of a full one; the full-data search (``max_iter``) continues from
+    its Z and hyperparameters. ``prepare(model)``, when given, may set initial values
+    before any search (e.g. lengthscales from the data's dimension).
     """
     X, y = check_xy(X, y, dtype, device)
     n = X.shape[0]
+    gen = torch.Generator().manual_seed(int(seed))
     if isinstance(init, str):
         if not isinstance(m, int) or m < 1 or m > n:
             raise ValueError(f"m must be between 1 and n={n}, got {m}")
         if init == "random":
-            gen = torch.Generator().manual_seed(int(seed))
             Z = X[torch.randperm(n, generator=gen)[:m].to(X.device)]
         elif init == "kmeans":
-            Z = kmeans(X, m, seed)
+            rows = X
+            if kmeans_rows is not None and m <= kmeans_rows < n:
+                rows = X[torch.randperm(n, generator=gen)[:kmeans_rows].to(X.device)]
+            Z = kmeans(rows, m, seed)
         else:
             raise ValueError(f"init must be 'random', 'kmeans' or a tensor, got {init!r}")
     else:
         Z = as_matrix(init, "init", dtype, X.device)
+    options = dict(seed=seed, method="sgpr", tol=tol, progress=progress)
     model = SGPR(kernel, X, y, Z, noise=noise, learn_z=learn_z, dtype=dtype, device=X.device)
-    result = fit_lbfgs(model, model.objective, max_iter=max_iter, seed=seed, method="sgpr")
+    if prepare is not None:
+        prepare(model)
+    warm = None
+    if warm_rows is not None and max(m, 1) < warm_rows < n:
+        idx = torch.randperm(n, generator=gen)[:warm_rows].to(X.device)
+        small = SGPR(model.kernel, X[idx], y[idx], model.Z.detach(), noise=float(model.noise),
+                     learn_z=learn_z, dtype=dtype, device=X.device)
+        warm = fit_lbfgs(small, small.objective, max_iter=warm_iter, warn=False, **options)
+        with torch.no_grad():  # the kernel is shared; Z and the noise are copied over
+            model.Z.copy_(small.Z)
+            model.raw_noise.copy_(small.raw_noise)
+    result = fit_lbfgs(model, model.objective, max_iter=max_iter, **options)
+    if warm is not None:
+        result.n_evals += warm.n_evals
+        result.wall_s += warm.wall_s
     return model, result

@@ -1,0 +1,82 @@
+"""The collapsed VFE bound (Titsias 2009, eq. 9) as a function of the kernel matrices,
+with its gradient written out, so a step costs ~3 m²n multiply-adds instead of the ~6
+that autograd spends through the triangular solve and the m × n products.
+
+With P = K_ZX (m × n), Luu Luuᵀ = K_ZZ, A = Luu⁻¹P/σ, B = I + AAᵀ = LB LBᵀ,
+c = LB⁻¹Ay/σ and t = Σᵢ k(xᵢ, xᵢ):
+
+    F = ½[n log 2π + n log σ² + log|B| + yᵀy/σ² − cᵀc] + ½[t/σ² − tr(AAᵀ)].
+
+Gradients (M = σ²K_ZZ + PPᵀ, α = M⁻¹Py = Luu⁻ᵀLB⁻ᵀc, r = y − Pᵀα):
+
+    ∂F/∂P     = Luu⁻ᵀ(B⁻¹ − I)A/σ − α rᵀ/σ²,
+    ∂F/∂K_ZZ  = ½[Luu⁻ᵀ(B⁻¹ + B − 2I)Luu⁻¹ + ααᵀ],
+    ∂F/∂σ²    = ½[n/σ² + (tr B⁻¹ − m)/σ² − (yᵀy − σ²cᵀc)/σ⁴ + ‖LB⁻ᵀc‖²/σ²
+                  − (t − σ² tr AAᵀ)/σ⁴],
+    ∂F/∂t     = 1/(2σ²).
+
+The kernel's own derivatives (hyperparameters and inducing inputs Z) follow by autograd
+from ∂F/∂P and ∂F/∂K_ZZ, which costs O(mnd), not O(m²n).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from ..linalg import robust_cholesky
+from ..params import LOG_2PI
+
+
+def _solve(L: torch.Tensor, B: torch.Tensor, transpose: bool = False) -> torch.Tensor:
+    """L⁻¹B, or L⁻ᵀB with ``transpose``, for lower-triangular L."""
+    if transpose:
+        return torch.linalg.solve_triangular(L.mT, B, upper=True)
+    return torch.linalg.solve_triangular(L, B, upper=False)
+
+
+class VFEBound(torch.autograd.Function):
+    """``VFEBound.apply(P, Kzz, noise, trace_kxx, y)`` -> F (total nats)."""
+
+    @staticmethod
+    def forward(ctx, P, Kzz, noise, trace_kxx, y):  # noqa: D102
+        m, n = P.shape
+        sigma = noise.sqrt()
+        Luu = robust_cholesky(Kzz)
+        A = _solve(Luu, P) / sigma
+        AAt = A @ A.mT
+        eye = torch.eye(m, dtype=P.dtype, device=P.device)
+        B = eye + AAt
+        LB = robust_cholesky(B)
+        c = _solve(LB, (A @ y)[:, None])[:, 0] / sigma
+        yy = y @ y
+        tr_aat = torch.diagonal(AAt).sum()
+        F = 0.5 * (n * LOG_2PI + n * torch.log(noise)
+                   + 2.0 * torch.log(torch.diagonal(LB)).sum() + yy / noise - c @ c) \
+            + 0.5 * (trace_kxx / noise - tr_aat)
+        ctx.save_for_backward(A, B, Luu, LB, c, noise, trace_kxx, y, yy, tr_aat)
+        return F
+
+    @staticmethod
+    def backward(ctx, grad):  # noqa: D102
+        A, B, Luu, LB, c, noise, trace_kxx, y, yy, tr_aat = ctx.saved_tensors
+        m, n = A.shape
+        sigma = noise.sqrt()
+        eye = torch.eye(m, dtype=A.dtype, device=A.device)
+        Binv = torch.cholesky_inverse(LB)
+        w = _solve(LB, c[:, None], transpose=True)          # LB⁻ᵀc = Luuᵀα
+        alpha = _solve(Luu, w, transpose=True)[:, 0]
+        g_P = g_K = g_s = None
+        if ctx.needs_input_grad[0]:
+            W = _solve(Luu, Binv - eye, transpose=True) / sigma
+            r = y - sigma * (A.mT @ w[:, 0])                 # y − Pᵀα
+            g_P = (W @ A).sub_(torch.outer(alpha, r / noise)).mul_(grad)
+        if ctx.needs_input_grad[1]:
+            inner = _solve(Luu, Binv + B - 2.0 * eye, transpose=True)
+            g_K = _solve(Luu, inner.mT, transpose=True)       # Luu⁻ᵀ(...)Luu⁻¹
+            g_K = 0.5 * grad * (0.5 * (g_K + g_K.mT) + torch.outer(alpha, alpha))
+        if ctx.needs_input_grad[2]:
+            g_s = 0.5 * grad * ((n + torch.diagonal(Binv).sum() - m) / noise
+                                - (yy - noise * (c @ c)) / noise**2 + (w[:, 0] @ w[:, 0]) / noise
+                                - (trace_kxx - noise * tr_aat) / noise**2)
+        g_t = 0.5 * grad / noise if ctx.needs_input_grad[3] else None
+        return g_P, g_K, g_s, g_t, None
