@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from .harness import register
+from .peers import gpytorch_sgpr
 
 _CURVES: dict[str, dict] = {}  # plotting data of the last cholqr-snelson run
 
@@ -185,51 +186,6 @@ def kin40k_arrays(n_train: int | None, n_test: int | None, seed: int = 0):
         return np.c_[X, np.ones(len(X))] @ w + scale * mean, scale**2 * var
 
     return Xtr, res / scale, Xte, yte, ytr, untransform
-
-
-def gpytorch_sgpr(X: torch.Tensor, y: torch.Tensor, m: int, steps: int, seed: int,
-                  lr: float = 0.05):
-    """GPyTorch's SGPR (Titsias VFE via ``InducingPointKernel``): ScaleKernel(RBF-ARD),
-    m random training inputs as initial inducing points, ``steps`` Adam steps on the
-    negative ELBO. Returns a predict(X) -> (mean, var of y) function."""
-    import gpytorch
-
-    gen = torch.Generator().manual_seed(seed)
-    Z = X[torch.randperm(X.shape[0], generator=gen)[:m].to(X.device)].clone()
-
-    class _SGPR(gpytorch.models.ExactGP):
-        def __init__(self, likelihood):
-            super().__init__(X, y, likelihood)
-            self.mean_module = gpytorch.means.ZeroMean()
-            base = gpytorch.kernels.ScaleKernel(
-                gpytorch.kernels.RBFKernel(ard_num_dims=X.shape[1]))
-            self.covar_module = gpytorch.kernels.InducingPointKernel(
-                base, inducing_points=Z, likelihood=likelihood)
-
-        def forward(self, x):
-            return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
-                                                             self.covar_module(x))
-
-    lik = gpytorch.likelihoods.GaussianLikelihood().to(X)
-    model = _SGPR(lik).to(X)
-    model.train()
-    lik.train()
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, model)
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = -mll(model(X), y)
-        loss.backward()
-        opt.step()
-    model.eval()
-    lik.eval()
-
-    def predict(Xs: torch.Tensor):
-        with torch.no_grad(), gpytorch.settings.fast_pred_var(False):
-            out = lik(model(Xs))
-            return out.mean, out.variance
-
-    return predict
 
 
 def _fit_kin(method: str, X, y, m: int, args, epochs: int, max_time: float):

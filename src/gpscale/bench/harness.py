@@ -48,7 +48,7 @@ class Benchmark:
 #: name -> Benchmark; filled by :func:`register` when a runner module is imported
 REGISTRY: dict[str, Benchmark] = {}
 #: modules of the gpscale.bench package that hold no runner
-NOT_RUNNERS = frozenset({"harness", "peers"})
+NOT_RUNNERS = frozenset({"harness", "peers", "uci_large_report"})
 #: runner modules that failed to import, with the error (reported by ``--list``)
 LOAD_ERRORS: dict[str, str] = {}
 

@@ -13,8 +13,12 @@ The model everywhere is y = f(X) + ε with f ~ GP(0, s² k_RBF-ARD) and ε ~ N(0
   ``ConstantKernel(s²) * RBF(l) + WhiteKernel(σ²)`` and ``alpha=0`` (so the noise is
   the WhiteKernel's only), ``normalize_y=False``. Its θ is ``log([s², l_1..l_d, σ²])``.
 
-gpytorch and scikit-learn are imported when a class is first used (the ``bench``
-extra), so importing this module costs nothing.
+* :func:`gpytorch_sgpr`, :func:`gpytorch_svgp`: GPyTorch's sparse (SGPR,
+  ``InducingPointKernel``) and variational (SVGP) regression as its tutorials fit them,
+  for the large-data benchmarks (``cholqr-kin40k``, ``uci-large``).
+
+gpytorch and scikit-learn are imported when a class or function is first used (the
+``bench`` extra), so importing this module costs nothing.
 """
 
 from __future__ import annotations
@@ -331,3 +335,111 @@ def sklearn_recipe(X: np.ndarray, y: np.ndarray, Xs: np.ndarray, restarts: int =
     fit_s = time.perf_counter() - t0
     mean, std = gpr.predict(Xs, return_std=True)
     return {"mean": mean, "var": std**2, "fit_s": fit_s}
+
+
+# -- large-data peers (cholqr-kin40k, uci-large): sparse and variational GPyTorch --------
+def gpytorch_sgpr(X: torch.Tensor, y: torch.Tensor, m: int, steps: int, seed: int,
+                  lr: float = 0.05, mean: str = "zero"):
+    """GPyTorch's SGPR (Titsias VFE via ``InducingPointKernel``, full batch, as its SGPR
+    tutorial): ScaleKernel(RBF-ARD), m random training inputs (seeded) as the initial
+    inducing points, ``steps`` Adam(lr) steps on the negative collapsed bound; ``mean``
+    ``"zero"`` or ``"constant"`` (the tutorial's ConstantMean). Returns a
+    predict(X) -> (mean, var of y, noise included) function."""
+    import gpytorch
+
+    if mean not in ("zero", "constant"):
+        raise ValueError(f"mean must be 'zero' or 'constant', got {mean!r}")
+    gen = torch.Generator().manual_seed(seed)
+    Z = X[torch.randperm(X.shape[0], generator=gen)[:m].to(X.device)].clone()
+
+    class _SGPR(gpytorch.models.ExactGP):
+        def __init__(self, likelihood):
+            super().__init__(X, y, likelihood)
+            self.mean_module = (gpytorch.means.ZeroMean() if mean == "zero"
+                                else gpytorch.means.ConstantMean())
+            base = gpytorch.kernels.ScaleKernel(
+                gpytorch.kernels.RBFKernel(ard_num_dims=X.shape[1]))
+            self.covar_module = gpytorch.kernels.InducingPointKernel(
+                base, inducing_points=Z, likelihood=likelihood)
+
+        def forward(self, x):
+            return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
+                                                             self.covar_module(x))
+
+    lik = gpytorch.likelihoods.GaussianLikelihood().to(X)
+    model = _SGPR(lik).to(X)
+    model.train()
+    lik.train()
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, model)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = -mll(model(X), y)
+        loss.backward()
+        opt.step()
+    model.eval()
+    lik.eval()
+
+    def predict(Xs: torch.Tensor):
+        with torch.no_grad(), gpytorch.settings.fast_pred_var(False):
+            out = lik(model(Xs))
+            return out.mean, out.variance
+
+    return predict
+
+
+def gpytorch_svgp(X: torch.Tensor, y: torch.Tensor, m: int = 500, epochs: int = 20,
+                  seed: int = 0, lr: float = 0.01, batch_size: int = 1024):
+    """GPyTorch's SVGP as its SVGP tutorial fits it: ``ApproximateGP`` with
+    ``CholeskyVariationalDistribution`` and a ``VariationalStrategy`` on m inducing points
+    (random training inputs, seeded; ``learn_inducing_locations=True``), ConstantMean,
+    ScaleKernel(RBF-ARD), GaussianLikelihood, ``VariationalELBO``; Adam(lr) on the
+    model's and the likelihood's parameters, ``epochs`` passes over shuffled (seeded)
+    minibatches of ``batch_size`` rows. Returns a predict(X) -> (mean, var of y, noise
+    included) function that predicts in batches."""
+    import gpytorch
+
+    gen = torch.Generator().manual_seed(seed)
+    n = X.shape[0]
+    Z = X[torch.randperm(n, generator=gen)[:m].to(X.device)].clone()
+
+    class _SVGP(gpytorch.models.ApproximateGP):
+        def __init__(self):
+            dist = gpytorch.variational.CholeskyVariationalDistribution(Z.shape[0])
+            strategy = gpytorch.variational.VariationalStrategy(
+                self, Z, dist, learn_inducing_locations=True)
+            super().__init__(strategy)
+            self.mean_module = gpytorch.means.ConstantMean()
+            self.covar_module = gpytorch.kernels.ScaleKernel(
+                gpytorch.kernels.RBFKernel(ard_num_dims=X.shape[1]))
+
+        def forward(self, x):
+            return gpytorch.distributions.MultivariateNormal(self.mean_module(x),
+                                                             self.covar_module(x))
+
+    model = _SVGP().to(X)
+    lik = gpytorch.likelihoods.GaussianLikelihood().to(X)
+    model.train()
+    lik.train()
+    opt = torch.optim.Adam([{"params": model.parameters()}, {"params": lik.parameters()}],
+                           lr=lr)
+    mll = gpytorch.mlls.VariationalELBO(lik, model, num_data=n)
+    for _ in range(epochs):
+        for idx in torch.randperm(n, generator=gen).to(X.device).split(batch_size):
+            opt.zero_grad()
+            loss = -mll(model(X[idx]), y[idx])
+            loss.backward()
+            opt.step()
+    model.eval()
+    lik.eval()
+
+    def predict(Xs: torch.Tensor):
+        means, variances = [], []
+        with torch.no_grad():
+            for xb in Xs.split(batch_size):
+                out = lik(model(xb))
+                means.append(out.mean)
+                variances.append(out.variance)
+        return torch.cat(means), torch.cat(variances)
+
+    return predict
