@@ -47,7 +47,7 @@ KNOWN_MINIMUMS = {
     "scikit-learn": "1.6",  # sklearn.utils.validation.validate_data
     "numpy": "1.23.2",  # the first numpy with wheels for Python 3.11
     "statsmodels": "0.13.5",  # the first statsmodels with wheels for Python 3.11
-    "pyarrow": "22",  # csv.WriteOptions(quoting_header=) in io/write.py; 21 lacks it
+    "pyarrow": "16",  # RecordBatch.rename_columns; 14 and 15 lack it
 }
 
 

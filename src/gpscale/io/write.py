@@ -88,13 +88,20 @@ def _tables(chunks: Iterable[Mapping[str, Any]], columns: Sequence[str] | None
         yield pa.table({c: pa.array([], pa.float64()) for c in names})
 
 
-def _csv_options(table: pa.Table, header: bool) -> pv.WriteOptions:
-    """Names and text values are quoted only where they must be (a comma, quote or line
-    break inside), so ids and labels come out as written."""
-    plain = all(not any(ch in n for ch in ',"\r\n') for n in table.schema.names)
+def _csv_bytes(table: pa.Table, header: bool) -> bytes:
+    """One chunk as CSV text. Names and text values are quoted only where they must be (a
+    comma, quote or line break inside), so ids and labels come out as written. A plain
+    header line is written here rather than by pyarrow, whose option to leave names
+    unquoted (``quoting_header``) is new in pyarrow 22."""
+    names = table.schema.names
+    plain = all(not any(ch in n for ch in ',"\r\n') for n in names)
     quote = any(_needs_quotes(col) for col in table.columns)
-    return pv.WriteOptions(include_header=header, quoting_header="none" if plain else "needed",
-                           quoting_style="needed" if quote else "none")
+    buf = io.BytesIO()
+    if header and plain:
+        buf.write((",".join(names) + "\n").encode())
+    pv.write_csv(table, buf, write_options=pv.WriteOptions(
+        include_header=header and not plain, quoting_style="needed" if quote else "none"))
+    return buf.getvalue()
 
 
 def _needs_quotes(col: pa.ChunkedArray) -> bool:
@@ -105,12 +112,6 @@ def _needs_quotes(col: pa.ChunkedArray) -> bool:
         return False
     text = pc.cast(col, pa.large_string()) if not pa.types.is_string(t) else col
     return bool(pc.any(pc.match_substring_regex(text, '[,"\r\n]')).as_py())
-
-
-def _csv_bytes(table: pa.Table, header: bool) -> bytes:
-    buf = io.BytesIO()
-    pv.write_csv(table, buf, write_options=_csv_options(table, header))
-    return buf.getvalue()
 
 
 def _csv_to_file(tmp: str, tables: Iterator[pa.Table], gzip: bool) -> int:
