@@ -176,3 +176,17 @@ def test_vfe_bound_gradcheck():
 
     S = torch.zeros(m, m, dtype=torch.float64, requires_grad=True)
     assert torch.autograd.gradcheck(fk, (S,))
+
+
+def test_warm_start_on_a_sample_reaches_the_full_fit_optimum():
+    """warm_rows: the search starts on a row sample, then continues on all rows; it ends
+    at (about) the same bound as the search on all rows from the start."""
+    X, y = _data(400, seed=5)
+    full, rf = fit_sgpr(X, y, Scale(RBF(1.0, ard_dims=2)), 8, seed=0, tol=1e-7, max_iter=300)
+    warm, rw = fit_sgpr(X, y, Scale(RBF(1.0, ard_dims=2)), 8, seed=0, tol=1e-7, max_iter=300,
+                        warm_rows=100)
+    assert rw.objective == pytest.approx(float(warm.objective().detach()))
+    assert abs(rw.objective - rf.objective) <= 2e-3 * abs(rf.objective)
+    _, same = fit_sgpr(X, y, Scale(RBF(1.0, ard_dims=2)), 8, seed=0, tol=1e-7, max_iter=300,
+                       warm_rows=400)  # not below n: no sample search
+    assert same.objective == rf.objective and same.n_evals == rf.n_evals
