@@ -236,7 +236,7 @@ def run(args, rec) -> None:
             Xs, ys, Xts, yts, my, sy = _standardise(Xtr, ytr, Xte, yte)
             base = {"set": name, "fold": fold, "n": len(ytr), "n_test": len(yte),
                     "d": Xtr.shape[1]}
-            for method in [*o["methods"], *peers]:
+            for method in [*peers, *o["methods"]]:  # the reference first
                 family = "peer" if method in PEERS else "auto" if method == "auto" else \
                     "gpscale"
                 old = done.get((name, fold, method))
