@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from gpscale.kernels import (
     KERNELS,
     RBF,
+    Linear,
     LocallyPeriodic,
     Matern,
     Periodic,
@@ -171,3 +172,38 @@ def test_positive_value_at_its_floor_round_trips():
     assert float(k.raw_lengthscale.grad) >= 0.5 * FLOOR_MARGIN * floor
     with pytest.raises(ValueError, match="greater than"):
         k.lengthscale = floor / 2
+
+
+@pytest.mark.parametrize("make", [
+    lambda: Scale(RBF([0.7, 1.3, 0.9], ard_dims=3), 1.7),
+    lambda: Matern(0.5, lengthscale=[0.8, 1.2, 1.0], ard_dims=3),
+    lambda: Matern(1.5, lengthscale=0.9),
+    lambda: Scale(Matern(2.5, lengthscale=[1.1, 0.6], ard_dims=2, active_dims=[0, 2])),
+    lambda: RationalQuadratic(lengthscale=[0.9, 1.4, 0.7], alpha=1.5, ard_dims=3),
+    lambda: Linear() + Periodic(),  # no closed form: the autograd default
+])
+def test_vjp_inputs_and_cross_matrix_against_autograd(make, device):
+    """Kernel.vjp_inputs (closed form for stationary kernels, autograd otherwise) and
+    cross_matrix's backward equal autograd through K(X1, X2) for θ and X1."""
+    from gpscale.kernels.base import cross_matrix
+
+    g = torch.Generator().manual_seed(3)
+    X1 = torch.randn(7, 3, generator=g, dtype=torch.float64).to(device)
+    X2 = torch.randn(11, 3, generator=g, dtype=torch.float64).to(device)
+    G = torch.randn(7, 11, generator=g, dtype=torch.float64).to(device)
+    k = make().to(device)
+    params = [p for p in k.parameters() if p.requires_grad]
+    X1g = X1.clone().requires_grad_()
+    K = k(X1g, X2)
+    want = torch.autograd.grad((G * K).sum(), [X1g, *params])
+    grads, inner, g_x1 = k.vjp_inputs(X1, X2, G)
+    torch.testing.assert_close(inner, (G * K.detach()).sum(), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(g_x1, want[0], rtol=1e-10, atol=1e-12)
+    for p, w in zip(params, want[1:]):
+        torch.testing.assert_close(grads[p], w, rtol=1e-10, atol=1e-12)
+    X1c = X1.clone().requires_grad_()
+    C = cross_matrix(k, X1c, X2)
+    torch.testing.assert_close(C, K.detach(), rtol=0, atol=0)
+    got = torch.autograd.grad((G * C).sum(), [X1c, *params])
+    for a, b in zip(got, want):
+        torch.testing.assert_close(a, b, rtol=1e-10, atol=1e-12)

@@ -81,6 +81,20 @@ class Kernel(nn.Module):
         out = {p: (g if g is not None else torch.zeros_like(p)) for p, g in zip(params, grads)}
         return out, torch.vdot(G.reshape(-1), K.detach().reshape(-1))
 
+    def vjp_inputs(
+        self, X1: torch.Tensor, X2: torch.Tensor, G: torch.Tensor
+    ) -> tuple[dict[torch.Tensor, torch.Tensor], torch.Tensor, torch.Tensor]:
+        """As :meth:`vjp`, plus the gradient of ⟨G, K(X1, X2)⟩ with respect to X1 (for
+        inducing inputs learned by gradient). The default recomputes K with autograd."""
+        params = [p for p in self.parameters() if p.requires_grad]
+        with torch.enable_grad():
+            X1 = X1.detach().requires_grad_()
+            K = self(X1, X2)
+            g_x1, *grads = torch.autograd.grad(K, [X1, *params], G, allow_unused=True)
+        out = {p: (g if g is not None else torch.zeros_like(p)) for p, g in zip(params, grads)}
+        g_x1 = torch.zeros_like(X1) if g_x1 is None else g_x1
+        return out, torch.vdot(G.reshape(-1), K.detach().reshape(-1)), g_x1
+
     def clear_cache(self) -> None:
         """Forget the hyperparameter-free work cached by this kernel and its parts
         (:mod:`gpscale.kernels.memo`); needed only after writing into an input behind
@@ -151,6 +165,14 @@ class Scale(Kernel):
         if self.raw_outputscale.requires_grad:
             grads[self.raw_outputscale] = type(self).outputscale.raw_grad(self, inner)
         return grads, s2 * inner
+
+    def vjp_inputs(self, X1, X2, G):  # noqa: D102 - see Kernel.vjp_inputs
+        grads, inner, g_x1 = self.base.vjp_inputs(X1, X2, G)
+        s2 = self.outputscale.detach()
+        grads = {p: g * s2 for p, g in grads.items()}
+        if self.raw_outputscale.requires_grad:
+            grads[self.raw_outputscale] = type(self).outputscale.raw_grad(self, inner)
+        return grads, s2 * inner, s2 * g_x1
 
     def config(self) -> dict[str, Any]:
         return {"type": "Scale", "args": {}, "children": [self.base.config()]}
@@ -223,3 +245,30 @@ class Product(_Combination):
         for Kj in Ks[1:]:
             prod = prod.mul_(Kj)
         return grads, torch.vdot(G.reshape(-1), prod.reshape(-1))
+
+
+class _Cross(torch.autograd.Function):
+    """K(X1, X2) whose backward is the kernel's :meth:`Kernel.vjp_inputs` contraction."""
+
+    @staticmethod
+    def forward(ctx, kernel, X1, X2, *params):  # noqa: D102
+        ctx.kernel, ctx.params = kernel, params
+        ctx.save_for_backward(X1, X2)
+        with torch.no_grad():
+            return kernel(X1, X2)
+
+    @staticmethod
+    def backward(ctx, G):  # noqa: D102
+        X1, X2 = ctx.saved_tensors
+        with torch.no_grad():
+            grads, _, g_x1 = ctx.kernel.vjp_inputs(X1, X2, G)
+        return (None, g_x1 if ctx.needs_input_grad[1] else None, None,
+                *(grads.get(p) for p in ctx.params))
+
+
+def cross_matrix(kernel: Kernel, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
+    """K(X1, X2), differentiable in the kernel's parameters and in X1 (not X2) through
+    :meth:`Kernel.vjp_inputs` instead of an autograd graph of the n1 × n2 matrix: for a
+    stationary kernel one extra n1 × n2 pass, not the graph's saved intermediates."""
+    params = [p for p in kernel.parameters() if p.requires_grad]
+    return _Cross.apply(kernel, X1, X2, *params)

@@ -82,25 +82,42 @@ class Stationary(Kernel):
         raise NotImplementedError
 
     def vjp(self, X1, X2, G):  # noqa: D102 - see Kernel.vjp
+        out = self._closed_vjp(X1, X2, G, inputs=False)
+        return super().vjp(X1, X2, G) if out is None else out[:2]
+
+    def vjp_inputs(self, X1, X2, G):  # noqa: D102 - see Kernel.vjp_inputs
+        out = self._closed_vjp(X1, X2, G, inputs=True)
+        return super().vjp_inputs(X1, X2, G) if out is None else out
+
+    def _closed_vjp(self, X1, X2, G, inputs: bool):
+        """(grads, ⟨G, K⟩, ∂⟨G, K⟩/∂X1 or None) from ``_contract``; None when the kernel
+        has no closed form."""
         try:
             with torch.no_grad():
-                X1, X2 = self._cols(X1), self._cols(X2)
+                C1, C2 = self._cols(X1), self._cols(X2)
                 ls = self.lengthscale.detach()
-                M, inner, extra = self._contract(scaled_sqdist(X1, X2, ls), G)
+                M, inner, extra = self._contract(scaled_sqdist(C1, C2, ls), G)
         except NotImplementedError:
-            return super().vjp(X1, X2, G)
+            return None
         with torch.no_grad():
-            a, b = _scaled(X1, X2, ls)
+            a, b = _scaled(C1, C2, ls)
+            rows, Mb = M.sum(1, keepdim=True), M @ b
             # Σ_ij M_ij (a_id − b_jd)² for every d, without an n1 x n2 x d tensor
-            S = ((a * a) * M.sum(1, keepdim=True)).sum(0) \
-                + ((b * b) * M.sum(0)[:, None]).sum(0) - 2.0 * (a * (M @ b)).sum(0)
+            S = ((a * a) * rows).sum(0) + ((b * b) * M.sum(0)[:, None]).sum(0) \
+                - 2.0 * (a * Mb).sum(0)
             grad_ls = -2.0 * S / ls  # ∂r²/∂l_d = −2 (a_d − b_d)² / l_d
             if ls.numel() == 1:
                 grad_ls = grad_ls.sum().reshape(1)
+            g_x1 = None
+            if inputs:  # ∂r²_ij/∂x1_id = 2 (a_id − b_jd) / l_d
+                g_cols = 2.0 * (a * rows - Mb) / ls
+                g_x1 = g_cols if self.active_dims is None else \
+                    torch.zeros_like(X1).index_add_(1, torch.as_tensor(
+                        self.active_dims, device=X1.device) % X1.shape[1], g_cols)
         grads = dict(extra)
         if self.raw_lengthscale.requires_grad:
             grads[self.raw_lengthscale] = type(self).lengthscale.raw_grad(self, grad_ls)
-        return grads, inner
+        return grads, inner, g_x1
 
 
 class RBF(Stationary):

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from ..kernels import Kernel
+from ..kernels.base import cross_matrix
 from ..linalg import robust_cholesky
 from ..params import Positive
 from ..validation import as_matrix, as_test_inputs, check_xy
@@ -82,7 +83,8 @@ class SGPR(GPModel):
         """Negative variational lower bound F ≥ −log p(y) (total nats, differentiable;
         the linear algebra's gradient is written out in :mod:`.vfe_bound`)."""
         no_data(self, data)
-        return VFEBound.apply(self.kernel(self.Z, self.X), self.kernel(self.Z), self.noise,
+        return VFEBound.apply(cross_matrix(self.kernel, self.Z, self.X), self.kernel(self.Z),
+                              self.noise,
                               self.kernel.diag(self.X).sum(), self.y)
 
     def elbo(self) -> torch.Tensor:

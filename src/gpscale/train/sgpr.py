@@ -72,8 +72,9 @@ def fit_sgpr(X, y, kernel: Kernel, m: int, noise: float = 0.1,
     warm = None
     if warm_rows is not None and max(m, 1) < warm_rows < n:
         idx = torch.randperm(n, generator=gen)[:warm_rows].to(X.device)
-        small = SGPR(model.kernel, X[idx], y[idx], model.Z.detach(), noise=float(model.noise.detach()),
-                     learn_z=learn_z, dtype=dtype, device=X.device)
+        small = SGPR(model.kernel, X[idx], y[idx], model.Z.detach(),
+                     noise=float(model.noise.detach()), learn_z=learn_z, dtype=dtype,
+                     device=X.device)
         warm = fit_lbfgs(small, small.objective, max_iter=warm_iter, warn=False, **options)
         with torch.no_grad():  # the kernel is shared; Z and the noise are copied over
             model.Z.copy_(small.Z)
