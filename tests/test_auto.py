@@ -8,10 +8,16 @@ from gpscale.kernels import make_kernel
 from gpscale.methods.auto import (
     EXACT_SECONDS,
     MAX_FEATURES,
+    MAX_INDUCING,
     MIN_FEATURES,
+    MIN_INDUCING,
+    SGPR_MAX_ROWS,
+    SGPR_SECONDS,
     choose_method,
     exact_seconds,
     rff_seconds,
+    sgpr_bytes,
+    sgpr_seconds,
 )
 
 
@@ -21,30 +27,57 @@ def _data(n, d=3, seed=0):
     return X, np.sin(X[:, 0]) + 0.3 * X[:, 1] + 0.1 * rng.standard_normal(n)
 
 
-def test_small_data_gets_the_exact_gp_and_large_data_rff():
+def test_small_data_gets_exact_larger_sgpr_and_the_largest_rff():
     k = make_kernel("rbf-ard", 5)
-    small, large = choose_method(500, 5, k), choose_method(200_000, 5, k)
+    small, large = choose_method(500, 5, k), choose_method(50_000, 5, k)
+    huge = choose_method(2 * SGPR_MAX_ROWS, 5, k)
     assert small.method == "exact" and "n=500" in small.reason
-    assert large.method == "rff" and large.options == {}  # rff's own default size
-    assert "exact GP would need" in large.reason
+    assert large.method == "sgpr" and large.options == {}  # sgpr's own default m
+    assert "exact GP would need" in large.reason and "m=512" in large.reason
+    assert huge.method == "rff" and huge.options == {}  # rff's own default size
+    assert f"over {SGPR_MAX_ROWS} rows for sgpr" in huge.reason
 
 
 def test_the_exact_threshold_follows_the_cost_model_and_the_budget():
     k = make_kernel("rbf", 2)
     edge = int((EXACT_SECONDS / exact_seconds(1)) ** (1 / 3))
     assert choose_method(edge - 1, 2, k).method == "exact"
-    assert choose_method(edge + 2, 2, k).method == "rff"
+    assert choose_method(edge + 2, 2, k).method == "sgpr"
     # a larger budget buys the exact GP further up
     assert choose_method(edge + 2, 2, k, budget=10 * EXACT_SECONDS).method == "exact"
 
 
+def test_a_budget_sizes_sgpr_monotonically_then_falls_back_to_rff():
+    k = make_kernel("rbf-ard", 4)
+    n = 100_000
+    picks = [choose_method(n, 4, k, budget=b) for b in (1, 60, 600, 6000, 10**6)]
+    assert picks[0].method == "rff"  # not even m = MIN_INDUCING fits one second
+    sizes = [c.options.get("m", 512) for c in picks[1:]]
+    assert all(c.method == "sgpr" for c in picks[1:])
+    assert sizes == sorted(sizes) and MIN_INDUCING <= sizes[0] and sizes[-1] == MAX_INDUCING
+    for b, m in zip((60, 600, 6000), sizes[:3]):
+        assert sgpr_seconds(n, m) <= b  # sized to fit the budget by the cost model
+    assert sgpr_seconds(n, 512) <= SGPR_SECONDS  # the default m without a budget
+
+
+def test_sgpr_is_left_when_its_matrices_would_not_fit_in_memory(monkeypatch):
+    from gpscale.methods import auto
+
+    k = make_kernel("rbf-ard", 4)
+    monkeypatch.setattr(auto, "available_memory",
+                        lambda: int(1.5 * sgpr_bytes(50_000, 4, MIN_INDUCING)))
+    choice = choose_method(50_000, 4, k)
+    assert choice.method == "rff" and "sgpr's m × n matrices would need" in choice.reason
+
+
 def test_a_budget_sizes_rff_monotonically_within_its_range():
     k = make_kernel("rbf-ard", 4)
-    sizes = [choose_method(10**6, 4, k, budget=b).options.get("num_features", 512)
+    n = 2 * SGPR_MAX_ROWS
+    sizes = [choose_method(n, 4, k, budget=b).options.get("num_features", 512)
              for b in (1, 30, 300, 3000, 10**6)]
     assert sizes == sorted(sizes) and sizes[0] == MIN_FEATURES and sizes[-1] == MAX_FEATURES
     for b, p in zip((30, 300, 3000), sizes[1:4]):
-        assert rff_seconds(10**6, p) <= b  # sized to fit the budget by the cost model
+        assert rff_seconds(n, p) <= b  # sized to fit the budget by the cost model
 
 
 def test_kernels_without_random_features_get_cholqr():
@@ -68,14 +101,16 @@ def test_fit_auto_says_what_it_picked_and_predicts():
     assert np.sqrt(np.mean((mean - y[:20]) ** 2)) < 0.3
 
 
-def test_fit_auto_on_rows_past_the_exact_threshold_trains_rff(tmp_path):
+def test_fit_auto_on_rows_past_the_exact_threshold_trains_sgpr(tmp_path):
     X, y = _data(3000)
     choice = gpscale.api.choose(X, y)
-    assert choice.method == "rff"
-    pred = gpscale.fit(X, y, method="auto", max_iter=15, num_features=64)
-    assert pred.method == "rff" and pred.model.features.num_features == 64  # user's size wins
+    assert choice.method == "sgpr"
+    pred = gpscale.fit(X, y, method="auto", max_iter=15, m=32)
+    assert pred.method == "sgpr" and pred.model.m == 32  # the user's size wins
     pred.save(tmp_path / "m.pt")
-    assert gpscale.load(tmp_path / "m.pt").method == "rff"
+    again = gpscale.load(tmp_path / "m.pt")
+    assert again.method == "sgpr"
+    np.testing.assert_allclose(again.predict(X[:50]), pred.predict(X[:50]), rtol=1e-12)
 
 
 def test_fit_auto_on_a_parquet_source(tmp_path):

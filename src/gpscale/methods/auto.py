@@ -7,19 +7,19 @@ The rule, in order (the constants below are where its thresholds live):
    (:func:`exact_seconds`; fixed so that the same call picks the same method on a busy
    machine and a quiet one), is within the budget (default :data:`EXACT_SECONDS`) and
    its n × n matrices fit in memory: on small data nothing beats it.
-2. otherwise, for a kernel with a spectral density (``rbf``, ``matern``, their ARD forms):
-   **rff**, which streams from files and runs its passes on a cluster; with a budget its
-   number of features p is scaled so that its estimated fit time (:func:`rff_seconds`:
-   the θ search and the final pass both cost ∝ p²) fits the budget, between
-   :data:`MIN_FEATURES` and :data:`MAX_FEATURES`.
-3. otherwise (counts, molecules, sequences, periodic or compound kernels): **cholqr-vfe**,
-   a sparse GP on m training points chosen by swaps, which needs only kernel
-   evaluations; m is :data:`CHOLQR_M` (fewer when n is small).
-
-These are first choices from the measurements so far (``benchmarks/results/exact.md``,
-``scale-1e7/``, and issue 21's 41 000-row comparison, where ``rff`` and ``svgp`` tied
-for the best default RMSE and ``cholqr-vfe`` came next); ``gpscale bench uci-large``
-measures ``auto`` against every method and is where they will be tuned.
+2. otherwise, for a kernel with a spectral density (``rbf``, ``matern``, their ARD
+   forms), **sgpr** (m free inducing inputs, the VFE bound by L-BFGS) when its m × n
+   matrices fit in memory and its estimated fit time (:func:`sgpr_seconds`, ∝ n m²) is
+   within the budget (default :data:`SGPR_SECONDS`); with a budget, m is sized to it
+   between :data:`MIN_INDUCING` and :data:`MAX_INDUCING`. On the large UCI sets it was
+   the most accurate method at its defaults (``benchmarks/results/uci-large/``).
+3. beyond that, **rff**, which streams from files and runs its passes on a cluster; with
+   a budget its number of features p is scaled so that its estimated fit time
+   (:func:`rff_seconds`: the θ search and the final pass both cost ∝ p²) fits the
+   budget, between :data:`MIN_FEATURES` and :data:`MAX_FEATURES`.
+4. for other kernels (counts, molecules, sequences, periodic or compound kernels):
+   **cholqr-vfe**, a sparse GP on m training points chosen by swaps, which needs only
+   kernel evaluations; m is :data:`CHOLQR_M` (fewer when n is small).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from ..kernels import Kernel
 from .exact import available_memory
 from .rff import AUTO_ABOVE, AUTO_SUBSAMPLE, spectral_kind
 
-__all__ = ["Choice", "choose_method", "exact_seconds", "rff_seconds"]
+__all__ = ["Choice", "choose_method", "exact_seconds", "rff_seconds", "sgpr_seconds"]
 
 #: the exact GP is picked when its fit is estimated to take at most this long (seconds)
 #: and no budget is given
@@ -54,6 +54,20 @@ RFF_SEARCH_SECONDS, RFF_SEARCH_ROWS = 90.0, 40_000
 PASS_FLOPS = 7e10
 #: inducing points of cholqr-vfe when auto picks it
 CHOLQR_M = 256
+#: sgpr is picked when its fit is estimated within this long (seconds) and no budget is
+#: given; a budget sizes m in [MIN_INDUCING, MAX_INDUCING] (sgpr's default is DEFAULT_M)
+SGPR_SECONDS = 1800.0
+MIN_INDUCING, MAX_INDUCING = 128, 1024
+#: seconds per n·m² of one sgpr evaluation (bound + gradient), and the evaluations of a
+#: fit on its sample (the warm start) and on all rows; from the sgpr rows of
+#: ``benchmarks/results/uci-large/`` (one thread of this 2-core machine, busy)
+SGPR_NM2_SECONDS, SGPR_WARM_EVALS, SGPR_FULL_EVALS = 2.3e-10, 150, 60
+#: float64 numbers sgpr holds per row and inducing point (K_ZX, A, the gradient, ...)
+SGPR_WORDS_PER_NM = 8
+#: above this many rows rff is picked: every sgpr evaluation reads every row held in
+#: memory, while rff learns θ on a 20 000-row sample and streams one final pass
+#: (``benchmarks/results/scale-1e7/``: 10⁷ rows in 9 minutes, at the noise floor)
+SGPR_MAX_ROWS = 250_000
 
 
 @dataclass(frozen=True)
@@ -84,6 +98,21 @@ def rff_seconds(n: int, num_features: int = DEFAULT_FEATURES) -> float:
     return search + final
 
 
+def sgpr_seconds(n: int, m: int | None = None) -> float:
+    """Rough wall time of an sgpr fit on n rows with m inducing inputs: the search on its
+    sample of rows (when n is large enough to take one), then on all n rows; ∝ m²."""
+    from .sgpr import DEFAULT_M, WARM_ABOVE, WARM_ROWS
+
+    m = DEFAULT_M if m is None else m
+    warm = SGPR_WARM_EVALS * WARM_ROWS if n > WARM_ABOVE else 0
+    return SGPR_NM2_SECONDS * m * m * (warm + SGPR_FULL_EVALS * n)
+
+
+def sgpr_bytes(n: int, d: int, m: int, dtype: torch.dtype = torch.float64) -> float:
+    """Memory an sgpr fit holds: a few m × n matrices and the rows."""
+    return (SGPR_WORDS_PER_NM * m + d + 2) * n * torch.empty((), dtype=dtype).element_size()
+
+
 def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
                   dtype: torch.dtype = torch.float64) -> Choice:
     """The method (and size options) for n rows of d inputs with ``kernel`` and a time
@@ -111,6 +140,16 @@ def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
                       f"{why_not_exact}; the kernel has no spectral density for random "
                       "features, and cholqr-vfe needs only "
                       f"kernel values (a sparse GP on m={m} points chosen by swaps)")
+    sgpr = _sgpr_choice(n, d, budget, avail, dtype, why_not_exact)
+    if sgpr is not None:
+        return sgpr
+    why_not_exact += (f"; over {SGPR_MAX_ROWS} rows for sgpr" if n > SGPR_MAX_ROWS else
+                      "; sgpr's m × n matrices would need "
+                      f"{sgpr_bytes(n, d, MIN_INDUCING, dtype) / 2**30:.3g} GiB or more"
+                      if avail is not None and sgpr_bytes(n, d, MIN_INDUCING, dtype)
+                      > 0.5 * avail else
+                      f"; sgpr would need about {_seconds(sgpr_seconds(n, MIN_INDUCING))} "
+                      "or more")
     p = DEFAULT_FEATURES
     if budget is not None:
         p = DEFAULT_FEATURES * math.sqrt(budget / rff_seconds(n))
@@ -121,6 +160,28 @@ def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
                   f"files, on a cluster if given) with p={p} random features"
                   + (f", sized for the budget of {_seconds(budget)} (about "
                      f"{_seconds(rff_seconds(n, p))} estimated)" if budget else ""))
+
+
+def _sgpr_choice(n: int, d: int, budget: float | None, avail: int | None,
+                 dtype: torch.dtype, why_not_exact: str) -> Choice | None:
+    """sgpr with the largest m (multiple of 64, within its range) that the budget (or
+    SGPR_SECONDS) and half the available memory allow; None when not even the smallest
+    m fits."""
+    from .sgpr import DEFAULT_M
+
+    limit = SGPR_SECONDS if budget is None else float(budget)
+    top = DEFAULT_M if budget is None else MAX_INDUCING
+    sizes = [m for m in range(top, MIN_INDUCING - 1, -64)
+             if sgpr_seconds(n, m) <= limit
+             and (avail is None or sgpr_bytes(n, d, m, dtype) <= 0.5 * avail)]
+    if not sizes or not 2 * MIN_INDUCING <= n <= SGPR_MAX_ROWS:
+        return None
+    m = min(sizes[0], n)
+    options = {} if m == DEFAULT_M else {"m": m}
+    why = "within the budget" if budget else "the most accurate default on the large UCI sets"
+    return Choice("sgpr", options,
+                  f"{why_not_exact}; sgpr fits a sparse GP with m={m} free inducing inputs "
+                  f"in about {_seconds(sgpr_seconds(n, m))} ({why}; rows held in memory)")
 
 
 def _seconds(s: float) -> str:
