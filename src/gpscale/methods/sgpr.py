@@ -21,8 +21,8 @@ from ..kernels import Kernel
 from ..models import SGPR
 from ..train import FitResult
 from ..train.sgpr import fit_sgpr
-from ..validation import as_dtype, check_int
 from ..train.warning_types import ConvergenceWarning
+from ..validation import as_dtype, check_int
 from .exact import _unit_to_sqrt_d, fit_exact
 from .registry import register
 
