@@ -42,7 +42,8 @@ INIT_ROWS = 1000
 def fit_sgpr_method(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, m: int | None = None,
                     noise: float = 0.1, init: str = "kmeans", max_iter: int = 200,
                     tol: float | None = 1e-4, warm_rows: int | None = None,
-                    init_rows: int = INIT_ROWS, learn_z: bool = True, seed: int = 0, progress: bool = False,
+                    init_rows: int = INIT_ROWS, learn_z: bool = True, seed: int = 0,
+                    progress: bool = False,
                     device: torch.device | str | None = None,
                     dtype: torch.dtype | str = torch.float64) -> tuple[SGPR, FitResult]:
     """``method="sgpr"``: m defaults to min(n, 512), initial Z at k-means centres;
