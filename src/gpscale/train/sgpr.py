@@ -34,13 +34,14 @@ def fit_sgpr(X, y, kernel: Kernel, m: int, noise: float = 0.1,
              device: torch.device | str | None = None, *, tol: float | None = None,
              warm_rows: int | None = None, warm_iter: int = 200,
              kmeans_rows: int | None = None, progress: bool = False,
-             prepare=None) -> tuple[SGPR, FitResult]:
+             prepare=None, patience: int = 3) -> tuple[SGPR, FitResult]:
     """Fit an :class:`SGPR` with Z and the hyperparameters optimised jointly by L-BFGS.
 
     ``init``: ``"random"`` (m distinct training inputs), ``"kmeans"`` (Lloyd centres,
     on a seeded sample of ``kmeans_rows`` rows when given) or an (m, d) tensor of
     initial inducing inputs. ``tol``: the per-point stopping rule of
-    :func:`~gpscale.train.fit_lbfgs` (None: torch's absolute tests only).
+    :func:`~gpscale.train.fit_lbfgs` over ``patience`` iterations (None: torch's
+    absolute tests only).
 
     ``warm_rows``: when given and below n, a first search (at most ``warm_iter``
     iterations) runs on that many random rows, each of its evaluations costing
@@ -65,7 +66,7 @@ def fit_sgpr(X, y, kernel: Kernel, m: int, noise: float = 0.1,
             raise ValueError(f"init must be 'random', 'kmeans' or a tensor, got {init!r}")
     else:
         Z = as_matrix(init, "init", dtype, X.device)
-    options = dict(seed=seed, method="sgpr", tol=tol, progress=progress)
+    options = dict(seed=seed, method="sgpr", tol=tol, patience=patience, progress=progress)
     model = SGPR(kernel, X, y, Z, noise=noise, learn_z=learn_z, dtype=dtype, device=X.device)
     if prepare is not None:
         prepare(model)
