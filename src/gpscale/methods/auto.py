@@ -59,9 +59,11 @@ CHOLQR_M = 256
 SGPR_SECONDS = 1800.0
 MIN_INDUCING, MAX_INDUCING = 128, 1024
 #: seconds per n·m² of one sgpr evaluation (bound + gradient), and the evaluations of a
-#: fit on its sample (the warm start) and on all rows; from the sgpr rows of
-#: ``benchmarks/results/uci-large/`` (one thread of this 2-core machine, busy)
-SGPR_NM2_SECONDS, SGPR_WARM_EVALS, SGPR_FULL_EVALS = 2.3e-10, 150, 60
+#: fit on its row sample (the warm start) and on all rows: the sgpr fits of
+#: ``benchmarks/results/uci-large/`` (one thread of this 2-core machine, busy) gave
+#: 1.5e-10 to 1.8e-10 s per n·m², and 5 to 155 evaluations on all rows (kin40k: 154 on
+#: its sample, 155 on all rows, 270 s; the model says 294 s)
+SGPR_NM2_SECONDS, SGPR_WARM_EVALS, SGPR_FULL_EVALS = 1.7e-10, 150, 150
 #: float64 numbers sgpr holds per row and inducing point (K_ZX, A, the gradient, ...)
 SGPR_WORDS_PER_NM = 8
 #: above this many rows rff is picked: every sgpr evaluation reads every row held in
