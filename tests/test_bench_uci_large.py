@@ -115,3 +115,20 @@ def test_failing_method_gives_error_row(tmp_path, monkeypatch, capsys):
 
 def test_rejects_unknown_method(tmp_path):
     assert main([*QUICK, "--methods", "nope", "--out", str(tmp_path)]) == 1
+
+
+def test_report_only_assembles_from_resume_and_marks_missing_fits(tmp_path):
+    _need_data()
+    first = tmp_path / "a"
+    assert main(["uci-large", "--quick", "--max-train", "300", "--methods", "rff", "--peers",
+                 "--threads", "1", "--out", str(first)]) == 0
+    out = tmp_path / "b"
+    assert main(["uci-large", "--quick", "--max-train", "300", "--methods", "rff", "svgp",
+                 "--peers", "--threads", "1", "--resume", str(first / "uci-large.jsonl"),
+                 "--report-only", "--out", str(out)]) == 0
+    rows = [json.loads(x) for x in (out / "uci-large.jsonl").read_text().splitlines()]
+    fits = [r for r in rows if r.get("kind") == "fit"]
+    skips = [r for r in rows if r.get("kind") == "skip"]
+    assert [r["method"] for r in fits] == ["rff"]
+    assert [r["method"] for r in skips] == ["svgp"] and "not run" in skips[0]["reason"]
+    assert main(["uci-large", "--quick", "--report-only", "--out", str(tmp_path / "c")]) == 1

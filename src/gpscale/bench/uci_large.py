@@ -73,6 +73,9 @@ def _arguments(p) -> None:
     p.add_argument("--svgp-epochs", type=int, default=None, help="GPyTorch SVGP epochs (20)")
     p.add_argument("--resume", default=None, metavar="PATH",
                    help="JSON lines of an earlier run: its fit rows are kept, not refitted")
+    p.add_argument("--report-only", action="store_true",
+                   help="with --resume: fit nothing; fits missing from it get a skip row "
+                        "saying they were not run (a report assembled from partial runs)")
 
 
 def _options(args) -> dict:
@@ -227,7 +230,10 @@ def run(args, rec) -> None:
                 svgp_epochs=o["svgp_epochs"], resumed_from=args.resume)
     todo = [m for m in [*o["methods"], *peers]
             if any((s, f, m) not in done for s in found for f in o["folds"])]
-    _warm_up([m for m in o["methods"] if m in todo], [p for p in peers if p in todo], o)
+    if args.report_only and not args.resume:
+        raise ValueError("--report-only needs --resume FILE: the fits to report")
+    if not args.report_only:
+        _warm_up([m for m in o["methods"] if m in todo], [p for p in peers if p in todo], o)
     per_set, resumed = [], 0
     for name in found:
         rows: list[dict] = []
@@ -252,6 +258,11 @@ def run(args, rec) -> None:
                 if dense(method) and len(ytr) > args.dense_max_n:
                     rows.append(rec.record(kind="skip", **base, method=method, family=family,
                                            **_skip_reason(len(ytr), args.dense_max_n)))
+                    continue
+                if args.report_only:
+                    rows.append(rec.record(kind="skip", **base, method=method, family=family,
+                                           reason="not run: missing from --resume (the "
+                                                  "report was assembled from partial runs)"))
                     continue
                 if family == "peer":
                     out, err, caught = _guarded(_fit_peer, method, Xs, ys, Xts, o)
