@@ -38,7 +38,7 @@ def set_summary(rec, name: str, rows: list[dict]) -> dict:
     for r in rows:
         if r["kind"] == "fit":
             fits.setdefault(r["method"], []).append(r)
-    folds = {r["fold"] for r in rows}
+    folds = {r["fold"] for r in rows if r["kind"] == "fit"}  # folds someone was fitted on
     mean = {m: {k: _mean(v, k) for k in ("fit_s", "rmse", "nlpd")} for m, v in fits.items()}
     family = {m: v[0].get("family") for m, v in fits.items()}
     # best gpscale method at its defaults: only methods that ran on every fold compete
