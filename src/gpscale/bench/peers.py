@@ -255,6 +255,20 @@ class SklearnGPR:
 
 
 # -- whole-recipe peers (uci-exact): fit on standardised data, predict y with noise ------
+def _adam_on_mll(model, lik, X: torch.Tensor, y: torch.Tensor, steps: int, lr: float):
+    """GPyTorch's tutorial loop: ``steps`` full-batch Adam(lr) steps on −mll (the exact
+    marginal likelihood object, which an ``InducingPointKernel`` turns into SGPR's bound)."""
+    import gpytorch
+
+    opt = torch.optim.Adam(model.parameters(), lr=lr)
+    mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, model)
+    for _ in range(steps):
+        opt.zero_grad()
+        loss = -mll(model(X), y)
+        loss.backward()
+        opt.step()
+
+
 def gpytorch_recipe(X: torch.Tensor, y: torch.Tensor, Xs: torch.Tensor, iters: int = 150,
                     lr: float = 0.1) -> dict:
     """GPyTorch's regression tutorial, unchanged but for float64: ConstantMean,
@@ -279,13 +293,7 @@ def gpytorch_recipe(X: torch.Tensor, y: torch.Tensor, Xs: torch.Tensor, iters: i
     model = _Model(X, y, lik).to(dtype=X.dtype, device=X.device)
     model.train()
     lik.train()
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, model)
-    for _ in range(iters):
-        opt.zero_grad()
-        loss = -mll(model(X), y)
-        loss.backward()
-        opt.step()
+    _adam_on_mll(model, lik, X, y, iters, lr)
     fit_s = time.perf_counter() - t0
     model.eval()
     lik.eval()
@@ -370,13 +378,7 @@ def gpytorch_sgpr(X: torch.Tensor, y: torch.Tensor, m: int, steps: int, seed: in
     model = _SGPR(lik).to(X)
     model.train()
     lik.train()
-    opt = torch.optim.Adam(model.parameters(), lr=lr)
-    mll = gpytorch.mlls.ExactMarginalLogLikelihood(lik, model)
-    for _ in range(steps):
-        opt.zero_grad()
-        loss = -mll(model(X), y)
-        loss.backward()
-        opt.step()
+    _adam_on_mll(model, lik, X, y, steps, lr)
     model.eval()
     lik.eval()
 

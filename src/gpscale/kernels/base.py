@@ -159,20 +159,19 @@ class Scale(Kernel):
         return self.outputscale * self.base.diag(X)
 
     def vjp(self, X1, X2, G):  # noqa: D102 - see Kernel.vjp
-        grads, inner = self.base.vjp(X1, X2, G)
+        return self._scaled(*self.base.vjp(X1, X2, G))
+
+    def vjp_inputs(self, X1, X2, G):  # noqa: D102 - see Kernel.vjp_inputs
+        grads, inner, g_x1 = self.base.vjp_inputs(X1, X2, G)
+        return (*self._scaled(grads, inner), self.outputscale.detach() * g_x1)
+
+    def _scaled(self, grads, inner):
+        """The base kernel's contraction times s², plus the gradient in s² itself."""
         s2 = self.outputscale.detach()
         grads = {p: g * s2 for p, g in grads.items()}
         if self.raw_outputscale.requires_grad:
             grads[self.raw_outputscale] = type(self).outputscale.raw_grad(self, inner)
         return grads, s2 * inner
-
-    def vjp_inputs(self, X1, X2, G):  # noqa: D102 - see Kernel.vjp_inputs
-        grads, inner, g_x1 = self.base.vjp_inputs(X1, X2, G)
-        s2 = self.outputscale.detach()
-        grads = {p: g * s2 for p, g in grads.items()}
-        if self.raw_outputscale.requires_grad:
-            grads[self.raw_outputscale] = type(self).outputscale.raw_grad(self, inner)
-        return grads, s2 * inner, s2 * g_x1
 
     def config(self) -> dict[str, Any]:
         return {"type": "Scale", "args": {}, "children": [self.base.config()]}

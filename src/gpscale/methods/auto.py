@@ -145,13 +145,14 @@ def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
     sgpr = _sgpr_choice(n, d, budget, avail, dtype, why_not_exact)
     if sgpr is not None:
         return sgpr
-    why_not_exact += (f"; over {SGPR_MAX_ROWS} rows for sgpr" if n > SGPR_MAX_ROWS else
-                      "; sgpr's m × n matrices would need "
-                      f"{sgpr_bytes(n, d, MIN_INDUCING, dtype) / 2**30:.3g} GiB or more"
-                      if avail is not None and sgpr_bytes(n, d, MIN_INDUCING, dtype)
-                      > 0.5 * avail else
-                      f"; sgpr would need about {_seconds(sgpr_seconds(n, MIN_INDUCING))} "
-                      "or more")
+    least = sgpr_bytes(n, d, MIN_INDUCING, dtype)
+    if n > SGPR_MAX_ROWS:
+        why_not_exact += f"; over {SGPR_MAX_ROWS} rows for sgpr"
+    elif avail is not None and least > 0.5 * avail:
+        why_not_exact += f"; sgpr's m × n matrices would need {least / 2**30:.3g} GiB or more"
+    else:
+        why_not_exact += (f"; sgpr would need about "
+                          f"{_seconds(sgpr_seconds(n, MIN_INDUCING))} or more")
     p = DEFAULT_FEATURES
     if budget is not None:
         p = DEFAULT_FEATURES * math.sqrt(budget / rff_seconds(n))

@@ -15,8 +15,9 @@ Gradients (M = σ²K_ZZ + PPᵀ, α = M⁻¹Py = Luu⁻ᵀLB⁻ᵀc, r = y − P
                   − (t − σ² tr AAᵀ)/σ⁴],
     ∂F/∂t     = 1/(2σ²).
 
-The kernel's own derivatives (hyperparameters and inducing inputs Z) follow by autograd
-from ∂F/∂P and ∂F/∂K_ZZ, which costs O(mnd), not O(m²n).
+The kernel's own derivatives (hyperparameters and inducing inputs Z) follow from ∂F/∂P
+and ∂F/∂K_ZZ by the kernel's contraction (:func:`gpscale.kernels.base.cross_matrix` for
+K_ZX, autograd for the m × m K_ZZ), which costs O(mnd), not O(m²n).
 """
 
 from __future__ import annotations
