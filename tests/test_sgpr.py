@@ -207,3 +207,28 @@ def test_sgpr_method_second_start_keeps_the_lower_bound(monkeypatch):
     best, r2 = method.fit_sgpr_method(X, y, copy.deepcopy(k), m=10, init_rows=100)
     assert r2.n_evals > r1.n_evals and r2.objective <= r1.objective + 1e-9
     assert r2.objective == pytest.approx(float(best.objective().detach()), rel=1e-12)
+
+
+def test_predictions_reuse_the_training_side_until_a_parameter_changes(monkeypatch):
+    """SGPR.predict factorises the O(n m²) training side once per parameter values: a
+    second call reuses it, a changed Z or hyperparameter recomputes it."""
+    import gpscale.models.sgpr as sgpr_module
+
+    X, y = _data(40, seed=7)
+    k = Scale(RBF([0.8, 1.1], ard_dims=2))
+    model = SGPR(k, X, y, X[:6] + 0.05, noise=0.05)
+    calls = []
+    real = sgpr_module.factors
+    monkeypatch.setattr(sgpr_module, "factors", lambda *a: calls.append(1) or real(*a))
+    Xs = torch.rand(7, 2, dtype=torch.float64) * 4
+    first = model.predict(Xs)
+    again = model.predict(Xs)
+    assert len(calls) == 1 and torch.equal(first.mean, again.mean)
+    with torch.no_grad():
+        model.Z.add_(0.3)
+        k.base.raw_lengthscale.add_(0.1)
+    moved = model.predict(Xs)
+    assert len(calls) == 2
+    fresh = SGPR(k, X, y, model.Z.detach().clone(), noise=0.05).predict(Xs)
+    torch.testing.assert_close(moved.mean, fresh.mean, rtol=0, atol=0)
+    torch.testing.assert_close(moved.var, fresh.var, rtol=0, atol=0)

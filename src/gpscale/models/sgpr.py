@@ -24,11 +24,10 @@ from torch import nn
 
 from ..kernels import Kernel
 from ..kernels.base import cross_matrix
-from ..linalg import robust_cholesky
 from ..params import Positive
 from ..validation import as_matrix, as_test_inputs, check_xy
 from .base import GPModel, MeanAndVariance, dtype_name, no_data
-from .vfe_bound import VFEBound
+from .vfe_bound import VFEBound, factors
 
 
 class SGPR(GPModel):
@@ -68,24 +67,24 @@ class SGPR(GPModel):
     def m(self) -> int:
         return self.Z.shape[0]
 
-    def _terms(self):
-        s2 = self.noise
-        Luu = robust_cholesky(self.kernel(self.Z))
-        A = torch.linalg.solve_triangular(Luu, self.kernel(self.Z, self.X), upper=False)
-        A = A / s2.sqrt()
-        B = torch.eye(self.m, dtype=A.dtype, device=A.device) + A @ A.mT
-        LB = robust_cholesky(B)
-        c = torch.linalg.solve_triangular(LB, (A @ self.y)[:, None], upper=False)[:, 0]
-        c = c / s2.sqrt()
-        return s2, Luu, A, LB, c
+    def _predictive_state(self):
+        """(σ², Luu, LB, w = LB⁻ᵀc): the O(n m²) training side of the predictions,
+        computed once per parameter values (``gpscale predict`` calls predict once per
+        batch of rows)."""
+        key = tuple((id(t), t._version) for t in (*self.parameters(), self.X, self.y))
+        if getattr(self, "_state_key", None) != key:
+            Luu, _, _, LB, c = factors(self.kernel(self.Z, self.X), self.kernel(self.Z),
+                                       self.noise, self.y)
+            w = torch.linalg.solve_triangular(LB.mT, c[:, None], upper=True)
+            self._state, self._state_key = (self.noise, Luu, LB, w), key
+        return self._state
 
     def objective(self, data: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """Negative variational lower bound F ≥ −log p(y) (total nats, differentiable;
         the linear algebra's gradient is written out in :mod:`.vfe_bound`)."""
         no_data(self, data)
         return VFEBound.apply(cross_matrix(self.kernel, self.Z, self.X), self.kernel(self.Z),
-                              self.noise,
-                              self.kernel.diag(self.X).sum(), self.y)
+                              self.noise, self.kernel.diag(self.X).sum(), self.y)
 
     def elbo(self) -> torch.Tensor:
         """The variational lower bound −F on log p(y)."""
@@ -97,8 +96,7 @@ class SGPR(GPModel):
         """Predictive mean (and variance of f, or of y with ``include_noise``) at X_new:
         μ = K_*Z Luu⁻ᵀ LB⁻ᵀ c,  v = k_** − ‖Luu⁻¹K_Z*‖² + ‖LB⁻¹ Luu⁻¹ K_Z*‖²."""
         Xs = as_test_inputs(X_new, self.X)
-        s2, Luu, _, LB, c = self._terms()
-        w = torch.linalg.solve_triangular(LB.mT, c[:, None], upper=True)
+        s2, Luu, LB, w = self._predictive_state()
         means, variances = [], []
         for s in range(0, Xs.shape[0], block):
             Xb = Xs[s : s + block]
