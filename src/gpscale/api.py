@@ -42,8 +42,7 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
 
     ``method`` names an entry of :data:`METHODS`, or ``"auto"``: :func:`choose` picks one
     (and its size) from n, d, the kernel and ``budget`` (seconds; only with ``"auto"``),
-    sometimes two to fit whose higher evidence wins (``Choice.also``), and the
-    predictor's ``choice`` says what it kept and why. ``kernel`` one of
+    and the predictor's ``choice`` says what and why. ``kernel`` one of
     :data:`gpscale.kernels.KERNELS` or a :class:`Kernel` (copied, not modified). With
     ``standardize`` (default) X's columns and y are scaled to zero mean and unit variance
     for training and predictions are mapped back; hyperparameters (and options such as

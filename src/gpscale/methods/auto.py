@@ -190,7 +190,7 @@ def _sgpr_choice(n: int, d: int, budget: float | None, avail: int | None,
         return None
     m = min(sizes[0], n)
     options = {} if m == DEFAULT_M else {"m": m}
-    why = "within the budget" if budget else "the most accurate default on most large UCI sets"
+    why = "within the budget" if budget else "the most accurate default on the large UCI sets"
     reason = (f"{why_not_exact}; sgpr fits a sparse GP with m={m} free inducing inputs "
               f"in about {_seconds(sgpr_seconds(n, m))} ({why}; rows held in memory)")
     both = sgpr_seconds(n, m) + rff_seconds(n)
