@@ -6,7 +6,6 @@ import pytest
 import gpscale
 from gpscale.kernels import make_kernel
 from gpscale.methods.auto import (
-    AUTO_ABOVE,
     EXACT_SECONDS,
     MAX_FEATURES,
     MAX_INDUCING,
@@ -37,19 +36,6 @@ def test_small_data_gets_exact_larger_sgpr_and_the_largest_rff():
     assert "exact GP would need" in large.reason and "m=512" in large.reason
     assert huge.method == "rff" and huge.options == {}  # rff's own default size
     assert f"over {SGPR_MAX_ROWS} rows for sgpr" in huge.reason
-
-
-def test_rff_is_fitted_beside_sgpr_when_both_fit_the_time_on_every_row():
-    k = make_kernel("rbf-ard", 5)
-    assert choose_method(50_000, 5, k).also == ("rff",)
-    assert "rff (p=512) is fitted too" in choose_method(50_000, 5, k).reason
-    assert choose_method(500, 5, k).also == ()  # exact
-    # over AUTO_ABOVE rows rff would learn on a sample: its evidence would not compare
-    assert choose_method(AUTO_ABOVE + 1, 5, k).also == ()
-    # a budget buys the largest m that fits it: nothing is left for a second fit
-    tight = choose_method(50_000, 5, k, budget=60)
-    assert tight.method == "sgpr" and tight.also == ()
-    assert sgpr_seconds(50_000, tight.options.get("m", 512)) + rff_seconds(50_000) > 60
 
 
 def test_the_exact_threshold_follows_the_cost_model_and_the_budget():
@@ -121,27 +107,10 @@ def test_fit_auto_on_rows_past_the_exact_threshold_trains_sgpr(tmp_path):
     assert choice.method == "sgpr"
     pred = gpscale.fit(X, y, method="auto", max_iter=15, m=32)
     assert pred.method == "sgpr" and pred.model.m == 32  # the user's size wins
-    assert "not fitting rff: it does not take the options given (['m', 'max_iter'])" in str(
-        pred.choice)
     pred.save(tmp_path / "m.pt")
     again = gpscale.load(tmp_path / "m.pt")
     assert again.method == "sgpr"
     np.testing.assert_allclose(again.predict(X[:50]), pred.predict(X[:50]), rtol=1e-12)
-
-
-def test_fit_auto_keeps_whichever_of_sgpr_and_rff_has_the_higher_evidence():
-    X, y = _data(3000)
-    pred = gpscale.fit(X, y, method="auto", max_iter=8)
-    alone = {m: gpscale.fit(X, y, method=m, max_iter=8) for m in ("sgpr", "rff")}
-    evidence = {m: -p.result.objective / 3000 for m, p in alone.items()}
-    best = max(evidence, key=evidence.get)
-    other = min(evidence, key=evidence.get)
-    assert evidence[best] > evidence[other]
-    assert pred.method == best and pred.choice.method == best
-    assert pred.result.objective == alone[best].result.objective  # the same fit, kept
-    np.testing.assert_array_equal(pred.predict(X[:20]), alone[best].predict(X[:20]))
-    assert (f"{best} kept, evidence {evidence[best]:.4f} nats per row against {other}'s "
-            f"{evidence[other]:.4f}") in str(pred.choice)
 
 
 def test_fit_auto_on_a_parquet_source(tmp_path):

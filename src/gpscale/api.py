@@ -136,39 +136,7 @@ def _fit_auto(X: Any, y: Any, kernel: str | Kernel, standardize: bool, target: s
                scheduler=None if local else scheduler, workers=None if local else workers,
                **{**choice.options, **options})  # the user's own options win
     pred.choice = choice
-    for other in choice.also:
-        pred = _keep_higher_evidence(pred, other, data, kernel, standardize, scheduler, workers,
-                                     options)
     return pred
-
-
-def _keep_higher_evidence(pred: Predictor, other: str, data: tuple, kernel: str | Kernel,
-                          standardize: bool, scheduler: Any, workers: int | None,
-                          options: dict[str, Any]) -> Predictor:
-    """Fit ``other`` at its defaults (and the user's options) on the same rows and keep
-    whichever of the two has the higher evidence (the lower objective: −log p(y), or the
-    negative VFE bound, on the same standardised rows). When ``other`` does not take the
-    user's options, it is not fitted and the reason says so."""
-    choice, m = pred.choice, get_method(other)
-    try:
-        m.check_options(options)
-    except ValueError:
-        pred.choice = Choice(choice.method, choice.options,
-                             f"{choice.reason}; not fitting {other}: it does not take the "
-                             f"options given ({sorted(options)})")
-        return pred
-    local = not (m.streams or m.cluster)
-    alt = fit(*data, method=other, kernel=kernel, standardize=standardize,
-              scheduler=None if local else scheduler, workers=None if local else workers,
-              **options)
-    n = pred.model.n
-    own, theirs = -pred.result.objective / n, -alt.result.objective / n
-    keep, (won, lost) = ((pred, (own, theirs)) if own >= theirs else (alt, (theirs, own)))
-    losing = other if keep is pred else choice.method
-    keep.choice = Choice(keep.method, choice.options if keep is pred else {},
-                         f"{choice.reason}: {keep.method} kept, evidence {won:.4f} nats per "
-                         f"row against {losing}'s {lost:.4f}")
-    return keep
 
 
 def _fit_source(source: Source, m: Method, kernel: str | Kernel, standardize: bool,

@@ -13,13 +13,6 @@ The rule, in order (the constants below are where its thresholds live):
    within the budget (default :data:`SGPR_SECONDS`); with a budget, m is sized to it
    between :data:`MIN_INDUCING` and :data:`MAX_INDUCING`. On the large UCI sets it was
    the most accurate method at its defaults (``benchmarks/results/uci-large/``).
-   When rff's fit (on every row: n ≤ ``AUTO_ABOVE``) is estimated to fit in the same
-   time limit as well, **rff is fitted too** (:attr:`Choice.also`) and the model with
-   the higher evidence is kept: sgpr's VFE bound (a lower bound on the exact GP's log
-   marginal likelihood) against rff's log marginal likelihood, both on the same
-   standardised rows. Neither wins everywhere: on keggundirected rff's evidence was
-   higher by 0.02 nats per row (test RMSE 0.116 against 0.120), on kin40k and
-   pumadyn32nm sgpr's, by far (0.149 against 0.331, 0.212 against 1.017).
 3. beyond that, **rff**, which streams from files and runs its passes on a cluster; with
    a budget its number of features p is scaled so that its estimated fit time
    (:func:`rff_seconds`: the θ search and the final pass both cost ∝ p²) fits the
@@ -86,8 +79,6 @@ class Choice:
     method: str
     options: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
-    #: methods fitted as well (at their defaults); the higher evidence is kept
-    also: tuple[str, ...] = ()
 
     def __str__(self) -> str:
         opts = ", ".join(f"{k}={v}" for k, v in self.options.items())
@@ -191,13 +182,9 @@ def _sgpr_choice(n: int, d: int, budget: float | None, avail: int | None,
     m = min(sizes[0], n)
     options = {} if m == DEFAULT_M else {"m": m}
     why = "within the budget" if budget else "the most accurate default on the large UCI sets"
-    reason = (f"{why_not_exact}; sgpr fits a sparse GP with m={m} free inducing inputs "
-              f"in about {_seconds(sgpr_seconds(n, m))} ({why}; rows held in memory)")
-    both = sgpr_seconds(n, m) + rff_seconds(n)
-    if n > AUTO_ABOVE or both > limit:
-        return Choice("sgpr", options, reason)
-    return Choice("sgpr", options, f"{reason}; rff (p={DEFAULT_FEATURES}) is fitted too, "
-                  f"{_seconds(both)} for both, and the higher evidence is kept", ("rff",))
+    return Choice("sgpr", options,
+                  f"{why_not_exact}; sgpr fits a sparse GP with m={m} free inducing inputs "
+                  f"in about {_seconds(sgpr_seconds(n, m))} ({why}; rows held in memory)")
 
 
 def _seconds(s: float) -> str:
