@@ -85,3 +85,17 @@ def test_grief_quantile_grid_reaches_the_features_and_round_trips(method, option
     np.testing.assert_allclose(s2, std, rtol=1e-10, atol=1e-10)
     with pytest.raises(ValueError, match="grid"):
         gpscale.fit(X, y, method=method, grid="kmeans", **options)
+
+
+@pytest.mark.parametrize("method,options", [
+    ("grief-ii", {"max_iter": 3, "num_features": 20}),
+    ("grief-i", {"num_features": 20, "n_iter": 40, "burn": 10, "thin": 10})])
+def test_grief_methods_place_the_grid_at_quantiles_unless_told_otherwise(method, options):
+    """The methods' default grid is "quantile" (uci-large: never worse than the evenly
+    spaced one by more than 0.2 %, better on heavy-tailed columns); "uniform" on request."""
+    X, y = _data()
+    X[: int(0.7 * len(X)), 1] = 0.0
+    default = gpscale.fit(X, y, method=method, **options).model.features
+    even = gpscale.fit(X, y, method=method, grid="uniform", **options).model.features
+    assert default.grid_kind == "quantile" and default.grid_sizes[1] < 10
+    assert even.grid_kind == "uniform" and even.grid_sizes == [10, 10]

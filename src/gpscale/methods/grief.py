@@ -32,9 +32,9 @@ def fit_grief(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: K
     "uniform" placement per column: on fold 0 of the large UCI sets the quantile grid
     was never worse by more than 0.2 % in test RMSE and better where columns are heavy
     tailed, elevators 0.377 against 0.392), initialised by exact ML-II on up to 1000
-    points, then ML-II by L-BFGS. ``X`` may be :class:`PartitionRows` (y None): the grid and the
-    initialisation's random points then come from one pass over the partitions (a
-    quantile grid from a sample of them), and every L-BFGS evaluation is a statistics
+    points, then ML-II by L-BFGS. ``X`` may be :class:`PartitionRows` (y None): the grid
+    and the initialisation's random points then come from one pass over the partitions
+    (a quantile grid from a sample of them), and every L-BFGS evaluation is a statistics
     pass and a gradient pass, in process or on a dask cluster."""
     kind, _ = spectral_kind(kernel, "grief-ii")
     return fit_grief_ii(X, y, p=num_features, m_bar=check_int("m_bar", m_bar, 1), kernel=kind,
