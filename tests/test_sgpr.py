@@ -232,3 +232,10 @@ def test_predictions_reuse_the_training_side_until_a_parameter_changes(monkeypat
     fresh = SGPR(k, X, y, model.Z.detach().clone(), noise=0.05).predict(Xs)
     torch.testing.assert_close(moved.mean, fresh.mean, rtol=0, atol=0)
     torch.testing.assert_close(moved.var, fresh.var, rtol=0, atol=0)
+    # Module.to keeps the parameters' ids and versions but replaces the buffers X and y:
+    # the key sees that, and the new dtype is factorised afresh
+    before = len(calls)  # the fresh model factorised too
+    model.to(torch.float32)
+    single = model.predict(Xs.float())
+    assert len(calls) == before + 1 and single.mean.dtype == torch.float32
+    torch.testing.assert_close(single.mean, fresh.mean.float(), rtol=1e-4, atol=1e-4)

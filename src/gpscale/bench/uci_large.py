@@ -97,6 +97,8 @@ def _options(args) -> dict:
     if bad:
         raise ValueError(f"unknown methods/peers {bad}; methods: {known}, peers: {PEERS}")
     o["methods"] = [m for m in methods if m not in args.skip_methods]
+    if args.report_only and not args.resume:
+        raise ValueError("--report-only needs --resume FILE: the fits to report")
     if min(o["folds"]) < 0 or (o["max_train"] or 2) < 2 or args.dense_max_n < 0:
         raise ValueError("folds must be >= 0, --max-train >= 2, --dense-max-n >= 0")
     return o
@@ -230,8 +232,6 @@ def run(args, rec) -> None:
                 svgp_epochs=o["svgp_epochs"], resumed_from=args.resume)
     todo = [m for m in [*o["methods"], *peers]
             if any((s, f, m) not in done for s in found for f in o["folds"])]
-    if args.report_only and not args.resume:
-        raise ValueError("--report-only needs --resume FILE: the fits to report")
     if not args.report_only:
         _warm_up([m for m in o["methods"] if m in todo], [p for p in peers if p in todo], o)
     per_set, resumed = [], 0
