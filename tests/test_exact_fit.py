@@ -220,3 +220,27 @@ def test_auto_start_escapes_the_plateau_of_unit_lengthscales_in_many_dimensions(
     assert auto.objective < given.objective - 100
     with pytest.raises(ValueError, match="init"):
         exact_method.fit_exact(X, y, make_kernel("rbf-ard", 32), init="random")
+
+
+def test_a_constant_column_does_not_change_the_exact_fit():
+    """The exact GP with a column that is constant over the training rows (and 1e-6 off
+    at one test row) predicts what it predicts without the column. Before the scaler
+    tracked each column's range, that column was divided by the roundoff of its mean and
+    the off row was predicted at the prior mean."""
+    import numpy as np
+
+    import gpscale
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-2, 2, (1200, 3))
+    y = np.sin(2 * X[:, 0]) + X[:, 1] ** 2 / 2 + 0.1 * rng.standard_normal(1200)
+    X_test = rng.uniform(-2, 2, (20, 3))
+    c = -0.00043009
+    with_c = np.column_stack([X, np.full(1200, c)])
+    test_c = np.column_stack([X_test, np.full(20, c)])
+    test_c[0, 3] += 1e-6
+    opts = dict(method="exact", kernel="rbf-ard", max_iter=60, seed=0)
+    plain = gpscale.fit(X, y, **opts).predict(X_test, return_std=True)
+    const = gpscale.fit(with_c, y, **opts).predict(test_c, return_std=True)
+    for a, b in zip(plain, const):
+        np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-3)

@@ -376,6 +376,30 @@ def test_constant_relative_to_magnitude():
         Standardizer.fit(np.array([[1.0], [np.nan]]))
 
 
+@pytest.mark.parametrize("cut", [None, 1, 700])
+def test_a_constant_column_in_a_wide_block_stays_constant(cut):
+    """A real set's column holds one value in every training row. Summed row after row,
+    its mean was off by 1.8e-17 at n = 2000 and the scaler divided by that: a test row
+    1e-6 away became 5e10. Its minimum equals its maximum, so it is constant."""
+    rng = np.random.default_rng(3)
+    X = rng.standard_normal((2000, 20))
+    X[:, 5] = -0.00043009
+    X[:, 6] = 1.0 + 1e-9 * rng.standard_normal(2000)  # varies: standardised as usual
+    chunks = [(X, None)] if cut is None else [(X[:cut], None), (X[cut:], None)]
+    mx, _ = chunk_moments(chunks)
+    assert mx.constant().tolist() == [j == 5 for j in range(20)]
+    assert mx.means[5] == -0.00043009 and mx.stds[5] == 0.0
+    assert mx.mins[5] == mx.maxs[5] == -0.00043009
+    np.testing.assert_array_equal(mx.mins, X.min(0))
+    np.testing.assert_array_equal(mx.maxs, X.max(0))
+    s = Standardizer.from_moments(mx)
+    assert s.x_scale[5] == 1.0
+    assert s.x_scale[6] == pytest.approx(X[:, 6].std(), rel=1e-12)
+    test = X[:3].copy()
+    test[:, 5] = [-0.00043009, -0.00043009 + 1e-6, 0.99957]
+    np.testing.assert_allclose(s.transform_x(test)[:, 5], [0.0, 1e-6, 1.0], atol=1e-15)
+
+
 @FUZZ
 @given(k=st.lists(st.integers(-300, 300), min_size=1, max_size=4),
        shift=st.integers(-3, 3), ky=st.integers(-300, 300), cut=st.integers(1, 60))

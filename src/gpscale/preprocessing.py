@@ -5,7 +5,9 @@ the pairwise update of Chan, Golub & LeVeque 1979), so the same code serves an i
 array, a file streamed chunk by chunk, and partial results returned by dask workers.
 Every column is held as (power-of-two exponent, scaled values in [-1, 1]); multiplying
 by a power of two is exact, so any finite column, from 1e-308 to 1e308, gives finite
-means and scales without losing precision.
+means and scales without losing precision. Each column's minimum and maximum are kept
+too: a column is constant exactly when they are equal, whatever roundoff the mean of its
+n values carries.
 """
 
 from __future__ import annotations
@@ -18,15 +20,16 @@ import numpy as np
 
 __all__ = ["Moments", "Standardizer", "chunk_moments"]
 
-#: a column whose std is at most this many ulps of its largest magnitude is constant
+#: a column whose values (or whose std) lie within this many ulps of its largest magnitude
+#: of each other is constant
 CONSTANT_ULPS = 16.0
 _EPS = float(np.finfo(np.float64).eps)
 
 
 @dataclass(frozen=True)
 class Moments:
-    """Count, mean, sum of squared deviations and max |x| of k columns, each stored
-    scaled by ``2**-exp`` (so the scaled values lie in [-1, 1]).
+    """Count, mean, sum of squared deviations, minimum and maximum of k columns, each
+    stored scaled by ``2**-exp`` (so the scaled values lie in [-1, 1]).
 
     ``Moments.of(A)`` summarises an (m, k) block; ``a.merge(b)`` combines two summaries
     of disjoint rows (Chan et al. 1979, eq. 2.1); the result does not depend on how the
@@ -37,12 +40,13 @@ class Moments:
     exp: np.ndarray   # (k,) int: column j's values were multiplied by 2**-exp[j]
     mean: np.ndarray  # (k,) scaled mean
     m2: np.ndarray    # (k,) scaled sum of squared deviations from the mean
-    amax: np.ndarray  # (k,) scaled max |x|, in [0.5, 1) (0 for an all-zero column)
+    lo: np.ndarray    # (k,) scaled minimum
+    hi: np.ndarray    # (k,) scaled maximum; max(|lo|, |hi|) in [0.5, 1) (0 for all zeros)
 
     @classmethod
     def empty(cls, k: int) -> Moments:
         z = np.zeros(k)
-        return cls(0, np.zeros(k, dtype=np.int64), z, z.copy(), z.copy())
+        return cls(0, np.zeros(k, dtype=np.int64), z, z.copy(), z.copy(), z.copy())
 
     @classmethod
     def of(cls, A: np.ndarray) -> Moments:
@@ -54,7 +58,8 @@ class Moments:
         m, k = A.shape
         if m == 0:
             return cls.empty(k)
-        amax = np.max(np.abs(A), axis=0)
+        lo, hi = A.min(axis=0), A.max(axis=0)
+        amax = np.maximum(-lo, hi)
         if not np.isfinite(amax).all():
             bad = int(np.flatnonzero(~np.isfinite(amax))[0])
             row = int(np.flatnonzero(~np.isfinite(A[:, bad]))[0])
@@ -64,13 +69,19 @@ class Moments:
         S = np.ldexp(A, -exp)  # exact: a power-of-two scaling
         mean = S.mean(axis=0)
         S -= mean
+        # the corrected two-pass mean (Chan, Golub & LeVeque 1983): numpy sums a column of
+        # a row-major block one row after another, so the first mean can be off by about
+        # n ulps; the mean of the deviations removes that error
+        correction = S.mean(axis=0)
+        S -= correction
         np.square(S, out=S)
-        return cls(m, exp, mean, S.sum(axis=0), np.ldexp(amax, -exp))
+        return cls(m, exp, mean + correction, S.sum(axis=0), np.ldexp(lo, -exp),
+                   np.ldexp(hi, -exp))
 
-    def _rescaled(self, exp: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def _rescaled(self, exp: np.ndarray) -> tuple[np.ndarray, ...]:
         shift = self.exp - exp  # <= 0: values only get smaller, never overflow
         return (np.ldexp(self.mean, shift), np.ldexp(self.m2, 2 * shift),
-                np.ldexp(self.amax, shift))
+                np.ldexp(self.lo, shift), np.ldexp(self.hi, shift))
 
     def merge(self, other: Moments) -> Moments:
         """Moments of the union of the two sets of rows."""
@@ -82,13 +93,13 @@ class Moments:
         if self.n == 0:
             return other
         exp = np.maximum(self.exp, other.exp)
-        ma, qa, xa = self._rescaled(exp)
-        mb, qb, xb = other._rescaled(exp)
+        ma, qa, la, ha = self._rescaled(exp)
+        mb, qb, lb, hb = other._rescaled(exp)
         n = self.n + other.n
         delta = mb - ma
         mean = ma + delta * (other.n / n)
         m2 = qa + qb + delta * delta * (self.n * (other.n / n))
-        return Moments(n, exp, mean, m2, np.maximum(xa, xb))
+        return Moments(n, exp, mean, m2, np.minimum(la, lb), np.maximum(ha, hb))
 
     @classmethod
     def combine(cls, parts: Iterable[Moments], k: int | None = None) -> Moments:
@@ -110,12 +121,29 @@ class Moments:
         return np.ldexp(np.sqrt(self.m2 / max(self.n, 1)), self.exp)
 
     @property
+    def mins(self) -> np.ndarray:
+        return np.ldexp(self.lo, self.exp)
+
+    @property
+    def maxs(self) -> np.ndarray:
+        return np.ldexp(self.hi, self.exp)
+
+    @property
     def absmax(self) -> np.ndarray:
-        return np.ldexp(self.amax, self.exp)
+        return np.ldexp(self._amax, self.exp)
+
+    @property
+    def _amax(self) -> np.ndarray:
+        return np.maximum(-self.lo, self.hi)
 
     def constant(self) -> np.ndarray:
-        """Columns whose std is within ``CONSTANT_ULPS`` ulps of their largest magnitude."""
-        return np.sqrt(self.m2 / max(self.n, 1)) <= CONSTANT_ULPS * _EPS * self.amax
+        """Columns whose minimum and maximum, or whose std, lie within ``CONSTANT_ULPS``
+        ulps of the column's largest magnitude: exactly constant columns (minimum equal
+        to maximum) whatever the roundoff of their mean, and columns whose spread is
+        rounding noise."""
+        tol = CONSTANT_ULPS * _EPS * self._amax
+        spread = self.hi - self.lo
+        return (spread <= tol) | (np.sqrt(self.m2 / max(self.n, 1)) <= tol)
 
 
 def _exponent(*arrays: Any) -> np.ndarray:
