@@ -11,18 +11,21 @@ from gpscale.data.synthetic import synthetic_admm
 from gpscale.kernels import make_kernel
 from gpscale.linalg import pivoted_cholesky
 from gpscale.models.exact import ExactGP
-from gpscale.train.admm import cg_predict, fit_admm_hocv, holdout_split, validation_split
-from gpscale.train.admm_core import HoldoutADMM
-from gpscale.train.admm_kfold import (
+from gpscale.train.admm import (
+    ADMMDivergenceError,
+    HoldoutADMM,
+    PaperThetaStep,
+    TangentThetaStep,
+    cg_predict,
     fit_admm_consensus,
+    fit_admm_hocv,
     fit_admm_kfold,
+    holdout_split,
     kfold_cv_loss,
     kfold_indices,
+    make_options,
+    validation_split,
 )
-from gpscale.train.admm_options import make_options
-from gpscale.train.admm_run import ADMMDivergenceError
-from gpscale.train.admm_tangent import TangentThetaStep
-from gpscale.train.admm_theta import PaperThetaStep
 from gpscale.train.result import theta_of
 
 
@@ -377,7 +380,7 @@ def test_new_options_are_validated():
 # -- the overall variance scale after CV training (admm_scale) ----------------------------
 @pytest.mark.parametrize("name", ["rbf-ard", "se+lp", "linear"])
 def test_ml_scale_is_the_profile_likelihood_optimum_and_keeps_the_mean(name, device):
-    from gpscale.train.admm_scale import calibrate_scale, ml_scale_factor, scale_handles
+    from gpscale.train.admm import calibrate_scale, ml_scale_factor, scale_handles
 
     model, _ = _state(name, device=device)
     X_new = model.X[:5] + 0.1
@@ -402,7 +405,7 @@ def test_ml_scale_is_the_profile_likelihood_optimum_and_keeps_the_mean(name, dev
 
 def test_scale_handles_need_every_variance_trainable():
     from gpscale.kernels import RBF, Scale
-    from gpscale.train.admm_scale import scale_handles
+    from gpscale.train.admm import scale_handles
 
     k = Scale(RBF(1.0)) + Scale(RBF(2.0))
     assert len(scale_handles(k)) == 2
@@ -448,7 +451,7 @@ def test_the_preconditioner_changes_cg_work_not_the_admm_path():
 
 def test_scale_solve_options_and_the_second_order_error_they_rely_on():
     from gpscale.linalg import cg
-    from gpscale.train.admm_run import scale_cg_options
+    from gpscale.train.admm import scale_cg_options
 
     o = make_options(preconditioner="grief", precond_rank=100, cg_tol=1e-10)
     assert scale_cg_options(o, 8000) == {"tol": 1e-6, "preconditioner": "grief",
@@ -563,3 +566,27 @@ def test_tangent_coupling_reaches_a_cv_stationary_point_in_few_iterations():
     res = fit_admm_hocv(model, coupling="fixed", max_iter=10 * iters, **opts)
     f2, g2 = _dense_cv(model, iT, iV)
     assert not res.converged and g2 > 100 * g1 and f2 > f1
+
+
+def test_the_admm_package_is_used_through_its_one_entry():
+    """The library, the benchmarks and the tests import GPCV-ADMM from gpscale.train.admm
+    (the package's __init__), never from its modules; cg_predict is the same function
+    from gpscale.train and from gpscale.train.admm."""
+    import re
+    from pathlib import Path
+
+    import gpscale
+    import gpscale.train
+    import gpscale.train.admm
+
+    package = Path(gpscale.__file__).resolve().parent
+    inside = package / "train" / "admm"
+    deep = re.compile(r"(train\.admm\.\w+|from \.admm\.\w+|from \.\.admm\.\w+) import")
+    files = [p for p in package.rglob("*.py") if inside not in p.parents]
+    files += list(Path(__file__).resolve().parent.glob("*.py"))
+    found = [f"{p.name}: {m.group(0)}" for p in files
+             for m in deep.finditer(p.read_text(encoding="utf-8"))
+             if p.resolve() != Path(__file__).resolve()]
+    assert not found, found
+    assert gpscale.train.cg_predict is gpscale.train.admm.cg_predict is cg_predict
+    assert set(gpscale.train.admm.__all__) <= set(dir(gpscale.train.admm))

@@ -127,7 +127,7 @@ def test_ctrl_c_exits_130(train_csv, tmp_path, monkeypatch, capsys):
     def interrupted(*args, **kwargs):
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(api, "fit", interrupted)
+    monkeypatch.setattr(api, "run", interrupted)  # the fit itself
     code, _, err = _run(capsys, "fit", "--data", train_csv, "--target", "y",
                         "--out", str(tmp_path / "m.pt"))
     assert code == 130 and "interrupted" in err

@@ -104,7 +104,7 @@ def test_usage_errors_exit_2_and_failures_at_run_time_exit_1(tmp_path, capsys):
           "--quantiles", "0.5,1"], 2, "strictly between 0 and 1"),
         (["predict", "--model", "-", "--data", "-", "--out", "p.csv"], 2, "both be '-'"),
         (["predict", "--model", "m.pt", "--data", "t.csv", "--out", "p.txt"], 2, ".parquet"),
-        (fit + ["--method", "exact", "--workers", "2"], 2, "trains in this process"),
+        (fit + ["--method", "cholqr-vfe", "--workers", "2"], 2, "trains in this process"),
         (["methods", "nope"], 2, "unknown method 'nope'"),
         (["fit", "--data", "t.csv", "--target", "z", "--out", "m.pt"], 1, "available columns"),
         (["fit", "--data", "t.csv", "--target", "y", "--out", "t.csv"], 1, "is the input"),
@@ -126,7 +126,7 @@ def test_an_error_from_torch_is_one_line_and_exit_1(tmp_path, monkeypatch, capsy
     def fails(*args, **kwargs):
         raise RuntimeError("linalg.cholesky: The factorization could not be completed")
 
-    monkeypatch.setattr(gpscale.api, "fit", fails)
+    monkeypatch.setattr(gpscale.api, "run", fails)  # the fit itself
     code = cli.main(["fit", "--data", str(tmp_path / "t.csv"), "--target", "y",
                      "--out", str(tmp_path / "m.pt")])
     err = capsys.readouterr().err

@@ -494,3 +494,52 @@ def test_connect_workers_starts_and_closes_processes():
     while any(_alive(pid) for pid in pids) and time.monotonic() < deadline:
         time.sleep(0.1)
     assert not any(_alive(pid) for pid in pids)
+
+
+# -- kernel products on the workers (the exact GP's reduction) -------------------------
+
+@pytest.mark.parametrize("kernel_name", ["rbf-ard", "matern32-ard"])
+@pytest.mark.parametrize("block_dtype", [None, torch.float32])
+def test_kernel_products_on_the_cluster_equal_in_process(client, kernel_name, block_dtype):
+    from gpscale.kernels import make_kernel
+    from gpscale.linalg.operator import KernelOperator
+
+    g = torch.Generator().manual_seed(3)
+    X = torch.randn(700, 3, generator=g, dtype=torch.float64)
+    kernel = make_kernel(kernel_name, 3)
+    kernel.base.lengthscale = torch.tensor([0.7, 1.3, 2.0], dtype=torch.float64)
+    here = KernelOperator(kernel, X, 0.05, block=64, block_dtype=block_dtype)
+    there = gd.ClusterOperator(kernel, X, 0.05, client, block=64, block_dtype=block_dtype)
+    assert len(there._groups) >= 4  # several tasks, each a run of blocks
+    for V in (torch.randn(700, generator=g, dtype=torch.float64),
+              torch.randn(700, 5, generator=g, dtype=torch.float64)):
+        a, b = here.matmul(V), there.matmul(V)
+        assert a.shape == b.shape == V.shape
+        assert float((a - b).norm() / a.norm()) <= 1e-12
+    X_new = torch.randn(9, 3, generator=g, dtype=torch.float64)  # predictions: in process
+    V = torch.randn(700, 2, generator=g, dtype=torch.float64)
+    torch.testing.assert_close(there.cross_matmul(X_new, V), here.cross_matmul(X_new, V),
+                               rtol=1e-12, atol=1e-12)
+
+
+def test_the_exact_gp_on_every_row_sends_its_products_to_the_cluster(client):
+    """``gpscale.fit(method="exact", solver="cg", scheduler=...)``: the CG products run
+    as tasks on the workers, and the model equals the in-process one."""
+    from gpscale.models import IterativeExactGP
+
+    rng = np.random.default_rng(5)
+    X = rng.uniform(-2, 2, (800, 3))
+    y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(800)
+    opts = dict(method="exact", solver="cg", subsample=200, precond_rank=20, seed=0,
+                max_iter=20)
+    here = gpscale.fit(X, y, **opts)
+    with distributed.get_task_stream(client) as stream:
+        there = gpscale.fit(X, y, scheduler=client, **opts)
+    ran = [t["key"] for t in stream.data]
+    assert any("_block_products" in str(k) for k in ran), ran[:5]  # on the workers
+    assert isinstance(there.model, IterativeExactGP) and there.model.client is None
+    a, b = here.result.history[-1], there.result.history[-1]
+    assert a["iterations"] == b["iterations"] and a["passes"] == b["passes"]
+    X_new = rng.uniform(-2, 2, (30, 3))
+    for u, v in zip(here.predict(X_new, return_std=True), there.predict(X_new, return_std=True)):
+        np.testing.assert_allclose(v, u, rtol=1e-10, atol=1e-12)

@@ -95,6 +95,25 @@ def test_size_guard_warns_with_the_estimate_and_the_methods_that_scale(monkeypat
         exact_method.size_guard(20_000, 5)
 
 
+def test_the_size_guard_names_registered_methods_sgpr_first():
+    import gpscale
+
+    assert exact_method.SCALABLE_METHODS[0] == "sgpr"
+    assert set(exact_method.SCALABLE_METHODS) <= set(gpscale.METHODS)
+
+
+def test_the_size_guard_and_auto_read_one_cost_model():
+    """exact's cost model (exact_cost) is what method='auto' reads: the same seconds and
+    bytes for the same n, and nothing timed at run time (the same answer every call)."""
+    from gpscale.methods import auto
+
+    for n, d in ((500, 3), (5000, 8), (40_000, 20)):
+        est = exact_method.exact_cost(n, d)
+        assert auto.exact_seconds(n) == est["seconds"] == exact_method.exact_cost(n, d)["seconds"]
+        assert exact_method.exact_bytes(n, d) == est["memory_bytes"]
+    assert auto.exact_seconds is exact_method.exact_seconds
+
+
 def test_fit_exact_runs_the_size_guard(monkeypatch):
     monkeypatch.setattr(exact_method, "GUARD_MIN_N", 10)
     monkeypatch.setattr(exact_method, "exact_cost",

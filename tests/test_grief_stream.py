@@ -18,9 +18,8 @@ from parquet_data import make_data, write_parquet
 import gpscale
 from gpscale.distributed import source_scaler
 from gpscale.features.grief import GriefFeatures, grid_1d
-from gpscale.io import open_source
+from gpscale.io import Rows, open_source
 from gpscale.models import FeatureGP
-from gpscale.models.feature import PartitionRows
 from gpscale.models.grief import GriefIPosterior, OrthogonalGrief
 from gpscale.threads import thread_limit
 from gpscale.train.grid_pass import RowSummary, summarize_rows, summary_grids
@@ -40,7 +39,7 @@ def one_thread():
 
 
 def streamed_rows(folder, client=None, rows=None):
-    """PartitionRows of a folder, scaled as gpscale.fit scales them, and the scaled
+    """Rows of a folder, scaled as gpscale.fit scales them, and the scaled
     rows in memory (the reference)."""
     source = open_source(folder, target="y")
     parts = tuple(source.partitions())
@@ -48,7 +47,7 @@ def streamed_rows(folder, client=None, rows=None):
     X, y = source.to_arrays()
     Xs = torch.as_tensor(scaler.transform_x(X))
     ys = torch.as_tensor(scaler.transform_y(y))
-    return PartitionRows(parts, source.num_features, scaler, client, rows), Xs, ys
+    return Rows(parts, source.num_features, scaler, client, rows), Xs, ys
 
 
 def twin(model, Xs, ys):
@@ -282,7 +281,7 @@ def test_grief_on_a_local_cluster_equals_in_process(client, tmp_path):
     X, y = make_data(500, seed=1)
     folder = write_parquet(tmp_path / "train", X, y, parts=2, row_group=200)
     rows, _, _ = streamed_rows(folder)
-    rows_there = PartitionRows(rows.partitions, 3, rows.scaler, client)
+    rows_there = Rows(rows.partitions, 3, rows.scaler, client)
     opts = {"size": 300, "max_distinct": 10, "seed": 5, "scaler": rows.scaler}
     assert_same_summary(summarize_rows(rows_there.partitions, 3, client=client, **opts),
                         summarize_rows(rows.partitions, 3, **opts), exact_y=True)

@@ -108,3 +108,51 @@ def test_every_method_is_registered_from_the_methods_package():
     for name, method in gpscale.METHODS.items():
         assert method.fit_fn.__module__.startswith("gpscale.methods."), (name,
                                                                          method.fit_fn.__module__)
+
+
+#: the types training data come as: only gpscale.io looks at which one it was given
+DATA_TYPES = {"Rows", "PartitionRows", "TensorPartition", "Source", "TrainingData",
+              "ArrayPartition", "FramePartition", "CsvPartition", "ParquetPartition",
+              "DaskPartition", "Partition", "DataFrame", "ndarray"}
+
+
+def _calls(tree: ast.AST, name: str):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            f = node.func
+            if getattr(f, "id", None) == name or getattr(f, "attr", None) == name:
+                yield node
+
+
+def _names_in(node: ast.AST) -> set[str]:
+    return {getattr(n, "id", None) or getattr(n, "attr", None) for n in ast.walk(node)}
+
+
+def test_methods_trainers_and_models_never_ask_what_type_the_data_are():
+    for sub in ("methods", "train", "models"):
+        for path in (PACKAGE / sub).rglob("*.py"):
+            for call in _calls(ast.parse(path.read_text()), "isinstance"):
+                asked = _names_in(call.args[1]) & DATA_TYPES if len(call.args) > 1 else set()
+                assert not asked, f"{path.relative_to(PACKAGE)}:{call.lineno} asks {asked}"
+
+
+def test_the_cli_and_fit_reach_methods_only_through_the_planner():
+    for path in PACKAGE.rglob("*.py"):
+        rel = path.relative_to(PACKAGE).as_posix()
+        tree = ast.parse(path.read_text())
+        if not rel.startswith(("bench/", "methods/", "plan.py")):
+            assert not list(_calls(tree, "choose_method")), f"{rel} picks a method itself"
+        fit_fn_calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call)
+                        and getattr(c.func, "attr", None) == "fit_fn"]
+        if not rel.startswith(("bench/", "methods/")):
+            assert rel == "api.py" or not fit_fn_calls, f"{rel} calls a method directly"
+    api_tree = ast.parse((PACKAGE / "api.py").read_text())
+    callers = {f.name for f in ast.walk(api_tree) if isinstance(f, ast.FunctionDef)
+               and any(getattr(c.func, "attr", None) == "fit_fn" for c in ast.walk(f)
+                       if isinstance(c, ast.Call))}
+    assert callers <= {"_fit_held", "_fit_rows"}, callers  # both called by run(plan, ...)
+    cli_tree = ast.parse((PACKAGE / "cli.py").read_text())
+    called = {getattr(c.func, "attr", None) for c in ast.walk(cli_tree)
+              if isinstance(c, ast.Call) and getattr(c.func, "value", None) is not None
+              and getattr(c.func.value, "id", None) == "api"}
+    assert "fit" not in called and "run" in called  # gpscale fit: plan, then api.run

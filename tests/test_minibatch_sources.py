@@ -13,10 +13,10 @@ import torch
 
 import gpscale
 from gpscale.features import RandomFourierFeatures
-from gpscale.io import open_source
+from gpscale.io import Rows, open_source
 from gpscale.kernels.feature import FeatureKernel
 from gpscale.methods import get_method
-from gpscale.models.feature import FeatureGP, PartitionRows
+from gpscale.models.feature import FeatureGP
 from gpscale.preprocessing import Standardizer
 from gpscale.train.batches import ShuffledStream
 from gpscale.train.stochastic import fit_minimax, fit_scgd
@@ -50,7 +50,7 @@ def write(folder, X, y, files=3, row_group=40):
 
 def rows_of(folder, X, y):
     parts = tuple(open_source(str(folder), target="y").partitions())
-    return PartitionRows(parts, 2, Standardizer.fit(X, y)), Standardizer.fit(X, y)
+    return Rows(parts, 2, Standardizer.fit(X, y)), Standardizer.fit(X, y)
 
 
 @pytest.mark.parametrize("method", sorted(OPTIONS))
@@ -149,7 +149,7 @@ def test_svgp_optimal_q_from_chunks_equals_in_memory():
     assert not torch.equal(a.q_mu, torch.zeros(6))
 
 
-class Rows:
+class _IdRows:
     """Rows 0..n-1 with X = [id, id²] in partitions of the given sizes."""
 
     def __init__(self, start, size):
@@ -165,7 +165,7 @@ class Rows:
 def test_reservoir_inducing_points_are_a_uniform_sample_without_replacement():
     sizes = [3, 9, 1, 7]
     starts = np.cumsum([0, *sizes])
-    stream = ShuffledStream([Rows(a, k) for a, k in zip(starts, sizes)], 4, rows=2)
+    stream = ShuffledStream([_IdRows(a, k) for a, k in zip(starts, sizes)], 4, rows=2)
     counts = np.zeros(20)
     for seed in range(1500):
         Z = init_inducing_stream(stream, 5, seed=seed)

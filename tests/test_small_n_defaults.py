@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 import gpscale
-from gpscale.train.admm_options import make_options
+from gpscale.train.admm import make_options
 from gpscale.train.minibatch import MIN_STEPS, FewStepsWarning, warn_few_steps
 
 

@@ -14,14 +14,14 @@ import torch
 
 from . import kernels as _kernels
 from .distributed import connect, source_scaler
-from .io import Source, open_source
+from .io import Rows, Source, TrainingData, training_data
 from .kernels import Kernel
 from .methods import METHODS, Method, get_method, register_method
-from .methods.auto import Choice, choose_method
-from .models.feature import PartitionRows
-from .predictor import FORMAT_VERSION, Predictor, _label, column_names, load, writable
+from .methods.auto import Choice
+from .plan import Plan, make_plan
+from .predictor import FORMAT_VERSION, Predictor, load
 from .preprocessing import Standardizer
-from .validation import as_dtype, check_device, check_xy
+from .validation import check_xy
 
 __all__ = ["fit", "load", "choose", "Choice", "Predictor", "register_method", "get_method",
            "METHODS", "Method", "FORMAT_VERSION"]
@@ -51,51 +51,19 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
     keep their values; y is still standardised. ``options`` go to the method (for
     ``"exact"``: noise, mean, max_iter, restarts, seed, progress, device, dtype).
 
-    Methods that train from passes over the rows (``Method.streams``, e.g. ``rff``) never
-    hold a source's rows in memory, and run those passes on a dask.distributed cluster
-    with ``scheduler=`` (an address such as ``"tcp://host:8786"`` or a
-    ``distributed.Client``) or ``workers=N`` (a local cluster of N processes). The other
-    methods load every row of a source first (``Source.memory_bytes()`` tells how much).
+    Methods that train from passes over the rows or from minibatches
+    (``Method.reads``, e.g. ``rff``) never hold a source's rows in memory, and run their
+    passes on a dask.distributed cluster with ``scheduler=`` (an address such as
+    ``"tcp://host:8786"`` or a ``distributed.Client``) or ``workers=N`` (a local cluster
+    of N processes). The other methods load every row of a source first
+    (``Source.memory_bytes()`` tells how much). Every check of the request itself happens
+    in :func:`gpscale.plan.make_plan` before any row is read for training.
     """
-    if method == "auto":
-        return _fit_auto(X, y, kernel, standardize, target, scheduler, workers, budget,
-                         options)
-    if budget is not None:
-        raise ValueError(f"budget= sizes the model that method='auto' picks; method "
-                         f"{method!r} takes its own size options instead (gpscale methods)")
-    m = get_method(method)
-    m.check_options(options)
-    options = _device_dtype(options)
-    if y is None or isinstance(X, Source):
-        source = X if isinstance(X, Source) else open_source(X, target=target)
-        return _fit_source(source, m, kernel, standardize, scheduler, workers, options)
-    if target is not None:
-        raise ValueError("target= names the target column of a file or data frame given as "
-                         "X alone; with X and y in memory leave it out")
-    if (scheduler is not None or workers is not None) and m.streams:
-        source = open_source((writable(X), writable(y)))
-        pred = _fit_source(source, m, kernel, standardize, scheduler, workers, options)
-        pred.feature_names, pred.target_name = column_names(X), _series_name(y)
-        return pred
-    _check_cluster_use(m, scheduler, workers)
-    Xt, yt = check_xy(writable(X), writable(y))
-    if Xt.shape[0] < 2:
-        raise ValueError(f"got 1 sample (X has shape {tuple(Xt.shape)}); a GP needs at "
-                         "least 2 samples to learn hyperparameters")
-    Xn, yn = Xt.cpu().numpy(), yt.cpu().numpy()
-    k, kernel_name = _kernel(kernel, Xn.shape[1])
-    if not standardize:
-        _check_own_units(Xn, yn)
-    scaler = (Standardizer.fit(Xn, yn).keep_columns(k.raw_columns(Xn.shape[1]))
-              if standardize else Standardizer.identity(Xn.shape[1]))
-    Xs = torch.as_tensor(scaler.transform_x(Xn), dtype=torch.float64)
-    ys = torch.as_tensor(scaler.transform_y(yn), dtype=torch.float64)
-    with connect(scheduler, workers) as client, _own_units(standardize, m.name):
-        extra = {"client": client} if m.cluster else {}
-        model, result = m.fit_fn(Xs, ys, k, **options, **extra)
-    return Predictor(model, scaler, result, method=m.name, kernel_name=kernel_name,
-                     standardize=bool(standardize), feature_names=column_names(X),
-                     target_name=_series_name(y))
+    data = training_data(X, y, target)
+    k, kernel_name = resolve_kernel(kernel, data.num_features)
+    plan = make_plan(data, method, k, options=options, budget=budget,
+                     scheduler=scheduler, workers=workers)
+    return run(plan, data, k, kernel_name, standardize, scheduler, workers)
 
 
 def choose(X: Any, y: Any = None, kernel: str | Kernel = "rbf-ard", *,
@@ -103,83 +71,76 @@ def choose(X: Any, y: Any = None, kernel: str | Kernel = "rbf-ard", *,
     """What ``method="auto"`` picks for this data (see :mod:`gpscale.methods.auto`): the
     method, the size options it sets and why. ``X``, ``y``, ``target`` as in :func:`fit`
     (for a CSV source, counting the rows costs a pass)."""
-    source = _auto_source(X, y, target)
-    d = source.num_features
-    return choose_method(source.num_rows(), d, _kernel(kernel, d)[0], budget)
+    data = training_data(X, y, target)
+    k = resolve_kernel(kernel, data.num_features)[0]
+    return make_plan(data, "auto", k, budget=budget).choice
 
 
-def _auto_source(X: Any, y: Any, target: str | None) -> Source:
-    if isinstance(X, Source):
-        return X
-    if y is None:
-        return open_source(X, target=target)
-    return open_source((writable(X), writable(y)))
-
-
-def _fit_auto(X: Any, y: Any, kernel: str | Kernel, standardize: bool, target: str | None,
-              scheduler: Any, workers: int | None, budget: float | None,
-              options: dict[str, Any]) -> Predictor:
-    source = _auto_source(X, y, target)
-    choice = choose(source, kernel=kernel, budget=budget)
-    m = get_method(choice.method)
-    try:
-        m.check_options(options)
-    except ValueError as err:
-        raise ValueError(f"method='auto' picked {choice.method!r} ({choice.reason}), and "
-                         f"{err}; give method= yourself to choose another") from None
-    local = not (m.streams or m.cluster)
-    if local and (scheduler is not None or workers is not None):
-        choice = Choice(choice.method, choice.options,
-                        f"{choice.reason}; it trains in this process, not on the cluster")
-    data = (source, None) if y is None or isinstance(X, Source) else (X, y)
-    pred = fit(*data, method=m.name, kernel=kernel, standardize=standardize,
-               scheduler=None if local else scheduler, workers=None if local else workers,
-               **{**choice.options, **options})  # the user's own options win
-    pred.choice = choice
-    return pred
-
-
-def _fit_source(source: Source, m: Method, kernel: str | Kernel, standardize: bool,
-                scheduler: Any, workers: int | None, options: dict[str, Any]) -> Predictor:
-    """:func:`fit` on a source of rows: streamed where the method allows it."""
-    if not source.has_target:
-        raise ValueError(f"{source.description} has no target: pass y with X in memory, or "
+def run(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
+        standardize: bool = True, scheduler: Any = None,
+        workers: int | None = None) -> Predictor:
+    """Carry out ``plan`` (from :func:`gpscale.plan.make_plan`) on ``data``: standardise,
+    hand the method the rows the way it reads them (every row as tensors, or
+    :class:`gpscale.io.Rows` over the partitions, on the cluster when the plan says so)
+    and wrap the model in the one :class:`Predictor` this fit returns. ``kernel`` is
+    trained in place (:func:`fit` passes a copy)."""
+    m = plan.method
+    if not data.has_target:
+        raise ValueError(f"{data.description} has no target: pass y with X in memory, or "
                          "name the target column of a file or data frame with target=")
-    if not m.streams:
-        _check_cluster_use(m, scheduler, workers)
-        X, y = source.to_arrays()
-        pred = fit(X, y, m.name, kernel, standardize, scheduler=scheduler, workers=workers,
-                   **options)
-        pred.feature_names, pred.target_name = source.feature_names, source.target_name
-        pred.inputs = source.inputs
-        return pred
-    k, kernel_name = _kernel(kernel, source.num_features)
-    with connect(scheduler, workers) as client:
-        parts = tuple(source.partitions())
-        scaler = (source_scaler(parts, client).keep_columns(k.raw_columns(source.num_features))
-                  if standardize else Standardizer.identity(source.num_features))
-        rows = PartitionRows(parts, source.num_features, scaler, client)
-        with _own_units(standardize, m.name):
-            model, result = m.fit_fn(rows, None, k, **options)
-        if model.n < 2:
-            raise ValueError(f"{source.description} has {model.n} row(s); a GP needs at "
-                             "least 2 samples to learn hyperparameters")
-        if hasattr(model, "freeze"):  # e.g. SVGP keeps no rows: nothing to freeze
-            model.freeze()  # the statistics at the fitted θ, read while the cluster is up
+    cluster = (scheduler, workers) if plan.on_cluster else (None, None)
+    with connect(*cluster) as client:
+        if m.streams and (client is not None or data.pair is None):
+            scaler, model, result = _fit_rows(m, data.source, kernel, standardize, client,
+                                              plan.options)
+        else:
+            scaler, model, result = _fit_held(m, data, kernel, standardize, client,
+                                              plan.options)
+        if hasattr(model, "freeze"):  # let go of rows not held and of the cluster,
+            model.freeze()  # keeping what prediction needs, read while the cluster is up
     return Predictor(model, scaler, result, method=m.name, kernel_name=kernel_name,
-                     standardize=bool(standardize), feature_names=source.feature_names,
-                     target_name=source.target_name, inputs=source.inputs)
+                     standardize=bool(standardize), feature_names=data.feature_names,
+                     target_name=data.target_name, inputs=data.inputs, choice=plan.choice)
 
 
-def _device_dtype(options: dict[str, Any]) -> dict[str, Any]:
-    """``device`` and ``dtype`` options checked (ValueError saying what is accepted)
-    before any data are read or any work is done."""
-    out = dict(options)
-    if "device" in out:
-        out["device"] = check_device(out["device"])
-    if "dtype" in out:
-        out["dtype"] = as_dtype(out["dtype"])
-    return out
+def _fit_held(m: Method, data: TrainingData, kernel: Kernel, standardize: bool, client: Any,
+              options: dict[str, Any]):
+    """Every row in memory, standardised, as tensors: the method gets X, y (or, when it
+    reads passes or minibatches, :class:`Rows` holding them)."""
+    pair = data.pair if data.pair is not None else data.source.to_arrays()
+    Xt, yt = check_xy(*pair)
+    if Xt.shape[0] < 2:
+        raise ValueError(f"got 1 sample (X has shape {tuple(Xt.shape)}); a GP needs at "
+                         "least 2 samples to learn hyperparameters")
+    Xn, yn = Xt.cpu().numpy(), yt.cpu().numpy()
+    if not standardize:
+        _check_own_units(Xn, yn)
+    scaler = (Standardizer.fit(Xn, yn).keep_columns(kernel.raw_columns(Xn.shape[1]))
+              if standardize else Standardizer.identity(Xn.shape[1]))
+    Xs = torch.as_tensor(scaler.transform_x(Xn), dtype=torch.float64)
+    ys = torch.as_tensor(scaler.transform_y(yn), dtype=torch.float64)
+    args = (Rows.in_memory(Xs, ys), None) if m.streams else (Xs, ys)
+    extra = {"client": client} if m.cluster else {}
+    with _own_units(standardize, m.name):
+        model, result = m.fit_fn(*args, kernel, **options, **extra)
+    return scaler, model, result
+
+
+def _fit_rows(m: Method, source: Source, kernel: Kernel, standardize: bool, client: Any,
+              options: dict[str, Any]):
+    """Rows left in their partitions: the scaler from one moments pass, then the method's
+    passes or minibatches (on ``client``'s workers when given); the model keeps the
+    statistics it needs, not the rows (``freeze``), read while the cluster is up."""
+    d = source.num_features
+    parts = tuple(source.partitions())
+    scaler = (source_scaler(parts, client).keep_columns(kernel.raw_columns(d))
+              if standardize else Standardizer.identity(d))
+    with _own_units(standardize, m.name):
+        model, result = m.fit_fn(Rows(parts, d, scaler, client), None, kernel, **options)
+    if model.n < 2:
+        raise ValueError(f"{source.description} has {model.n} row(s); a GP needs at "
+                         "least 2 samples to learn hyperparameters")
+    return scaler, model, result
 
 
 #: with standardize=False, |values| above this are refused: squared distances and yᵀy of
@@ -206,7 +167,7 @@ def _own_units(standardize: bool, method: str) -> Iterator[None]:
     if standardize:
         yield
         return
-    from .train.admm_run import ADMMDivergenceError
+    from .train.admm import ADMMDivergenceError
     try:
         yield
     except ADMMDivergenceError:
@@ -217,23 +178,12 @@ def _own_units(standardize: bool, method: str) -> Iterator[None]:
                          f"{_NO_STANDARDIZE}") from None
 
 
-def _check_cluster_use(m: Method, scheduler: Any, workers: int | None) -> None:
-    if (scheduler is not None or workers is not None) and not (m.streams or m.cluster):
-        uses = sorted(n for n, v in METHODS.items() if v.streams or v.cluster)
-        raise ValueError(f"method {m.name!r} trains in this process; scheduler= and "
-                         f"workers= apply to the methods that use a cluster: {uses}")
-
-
-def _kernel(kernel: str | Kernel, d: int) -> tuple[Kernel, str]:
+def resolve_kernel(kernel: str | Kernel, d: int) -> tuple[Kernel, str]:
+    """(a fresh kernel for d input columns, its name): a name from
+    :data:`gpscale.kernels.KERNELS` built, or a :class:`Kernel` copied."""
     if isinstance(kernel, Kernel):
         return copy.deepcopy(kernel), type(kernel).__name__
     if isinstance(kernel, str):
         return _kernels.make_kernel(kernel, d), kernel.lower()
     raise ValueError(f"kernel must be a name from {sorted(_kernels.KERNELS)} or a "
                      f"Kernel object, got {type(kernel).__name__}")
-
-
-def _series_name(obj: Any) -> Any:
-    """A pandas Series' name (text or another plain label), else None."""
-    name = getattr(obj, "name", None) if hasattr(obj, "to_numpy") else None
-    return None if name is None else _label(name)

@@ -47,15 +47,14 @@ from .commands.usage import (
     UsageError,
     check_usage,
     count,
-    fit_options,
+    fit_plan,
     method_help,
     quantile_column,
     quantiles,
 )
 from .files import check_output
-from .io import find_files, prediction_source, training_source, write_table
+from .io import find_files, prediction_source, training_data, training_source, write_table
 from .kernels import KERNELS
-from .methods.options import placement_options
 from .threads import thread_limit
 
 __all__ = ["main", "build_parser", "UsageError"]
@@ -291,40 +290,26 @@ def _demo(args: argparse.Namespace) -> int:
 
 
 def _fit(args: argparse.Namespace) -> int:
-    auto = args.method == "auto"
-    if args.budget is not None and not auto:
-        raise UsageError("--budget sizes the model that --method auto picks; other methods "
-                         "take their size as --option (gpscale methods NAME)")
-    options = {} if auto else fit_options(args)
     _check_out(args.out, find_files(args.data))
     if args.out == STDIO and sys.stdout.isatty():
         raise ValueError("--out - would write a binary model file to the terminal; "
                          "redirect stdout (> model.pt) or give a file name")
     source, kernel = training_source(args.data, args.target, args.kernel, smiles=args.smiles,
                                      sequence=args.sequence)
-    if auto:
-        choice = api.choose(source, kernel=kernel, budget=args.budget)
-        _say(args, f"gpscale: --method auto picked {choice}", stderr=True)
-        args.method = choice.method
-        picked = api.get_method(choice.method)
-        if not (picked.streams or picked.cluster) and (args.scheduler or args.workers):
-            _say(args, f"gpscale: {choice.method} trains in this process; --scheduler and "
-                 "--workers are not used", stderr=True)
-            args.scheduler = args.workers = None
-        options = {**choice.options, **fit_options(args)}  # the user's own options win
-    method = api.get_method(args.method)
-    try:
-        options.update(placement_options(method, args.device, args.dtype))
-    except ValueError as err:
-        raise UsageError(str(err)) from None
-    if not method.streams and (size := source.memory_bytes()) >= NOTICE_BYTES:
-        _say(args, f"gpscale: method {method.name!r} holds all rows in memory: "
+    data = training_data(source)
+    k, kernel_name = api.resolve_kernel(kernel, data.num_features)
+    plan = fit_plan(args, data, k)
+    if plan.choice is not None:
+        _say(args, f"gpscale: --method auto picked {plan.choice}", stderr=True)
+    for note in plan.notes:
+        _say(args, f"gpscale: {note}", stderr=True)
+    if not plan.method.streams and (size := source.memory_bytes()) >= NOTICE_BYTES:
+        _say(args, f"gpscale: method {plan.method.name!r} holds all rows in memory: "
              f"{size / 2**20:.0f} MiB of float64 for {source.num_rows()} rows x "
              f"{source.num_features} inputs (the streaming methods: "
              f"{', '.join(n for n, m in api.METHODS.items() if m.streams)})", stderr=True)
-    predictor = api.fit(source, method=args.method, kernel=kernel,
-                        standardize=not args.no_standardize, scheduler=args.scheduler,
-                        workers=args.workers, **options)
+    predictor = api.run(plan, data, k, kernel_name, standardize=not args.no_standardize,
+                        scheduler=args.scheduler, workers=args.workers)
     interrupted = predictor.result.reason == "interrupted"
     where = "stdout" if args.out == STDIO else args.out
     if interrupted and not args.save_partial:

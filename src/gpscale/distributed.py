@@ -14,6 +14,13 @@ pass with the upstream gradients G = ∂/∂(ΦᵀΦ), g = ∂/∂(Φᵀy):
 ∂/∂Φ ⟨G, ΦᵀΦ⟩ + ⟨g, Φᵀy⟩ = Φ(G + Gᵀ) + y gᵀ, contracted through each chunk's recomputed
 Φ(θ) by autograd. :class:`StreamedStatistics` wires the two passes into torch autograd.
 
+A partition is any picklable object with ``num_rows`` and ``chunks(rows)`` yielding
+(X, y) pairs (numpy arrays or tensors): the partitions of a :mod:`gpscale.io` source,
+or :class:`gpscale.io.rows.TensorPartition` for rows held in memory. Optionally
+``delayed``: a dask ``Delayed`` computing the rows where they live, as an (X, y) pair,
+or as anything a ``to_xy(value) -> (X, y)`` attribute converts (give it as a plain or
+static function: it travels to the worker with the task).
+
 dask.distributed is optional (``pip install 'gpscale[distributed]'``) and imported only
 when a cluster is asked for (:func:`connect`).
 """
@@ -25,35 +32,27 @@ import itertools
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import Any, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
 
+from .kernels.chunked import block_matmul
 from .linalg.gram import add_upper_gram_, mirror_upper
+from .linalg.operator import KernelOperator, row_blocks
 from .preprocessing import Moments, Standardizer, chunk_moments
+from .sizes import CHUNK_BYTES
+
+if TYPE_CHECKING:
+    from .io.batch import Partition
 from .validation import as_matrix, as_vector
 
-#: bytes for one chunk of Φ and its temporaries (sets the default ``rows``)
-CHUNK_BYTES = 64 * 2**20
 #: partition results added per task (and per node of the in-process tree)
 FAN_IN = 8
 #: rows per chunk of the standardisation pass (it holds one (rows, d) block at a time)
 MOMENT_ROWS = 65_536
 _INSTALL = "pip install 'gpscale[distributed]'"
 _ADDRESS = re.compile(r"^(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[\w.-]+):(\d{1,5})$")
-
-
-class Partition(Protocol):
-    """Rows of a data source, as ``gpscale.io`` produces them (picklable).
-
-    Optionally ``delayed``: a dask ``Delayed`` computing the rows where they live, as an
-    (X, y) pair, or as anything a ``to_xy(value) -> (X, y)`` attribute converts (give it
-    as a plain or static function: it travels to the worker with the task)."""
-
-    num_rows: int
-
-    def chunks(self, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray]]: ...
 
 
 class Statistics(NamedTuple):
@@ -77,13 +76,14 @@ def partition_statistics(
     each raw chunk; ``dtype`` defaults to the feature map's."""
     _worker_threads()
     dtype = dtype or _dtype_of(features)
+    device = _device_of(features)
     p = features.num_features
-    gram = torch.zeros(p, p, dtype=dtype)
-    proj = torch.zeros(p, dtype=dtype)
-    yy = torch.zeros((), dtype=dtype)
+    gram = torch.zeros(p, p, dtype=dtype, device=device)
+    proj = torch.zeros(p, dtype=dtype, device=device)
+    yy = torch.zeros((), dtype=dtype, device=device)
     n = 0
     with torch.no_grad():
-        for X, y in _chunks(partition, scaler, chunk_rows(features, rows), dtype):
+        for X, y in _chunks(partition, scaler, chunk_rows(features, rows), dtype, device):
             phi = features(X)
             add_upper_gram_(gram, phi)
             proj.addmv_(phi.mT, y)
@@ -107,7 +107,8 @@ def partition_gradients(
         return acc
     sym = (g_gram + g_gram.mT).detach().to(dtype)
     g_proj = g_proj.detach().to(dtype)
-    for X, y in _chunks(partition, scaler, chunk_rows(features, rows), dtype):
+    for X, y in _chunks(partition, scaler, chunk_rows(features, rows), dtype,
+                        _device_of(features)):
         with torch.enable_grad():
             phi = features(X)
         g_phi = phi.detach() @ sym + torch.outer(y, g_proj)
@@ -245,6 +246,52 @@ def fold_map(client: Any, fn: Callable[..., Any], items: Iterable[Any], **shared
     return client.gather(futures)
 
 
+# -- kernel products: the exact GP's reduction -----------------------------------------
+
+def _block_products(bounds: Sequence[tuple[int, int]], form: Any, X: torch.Tensor,
+                    cols: Any, V: torch.Tensor) -> torch.Tensor:
+    """K(X[s:e], X) V for consecutive row blocks (s, e), stacked: one task's share of a
+    product (a pure function of the kernel's form, the rows, their prepared columns and
+    V; :func:`gpscale.kernels.chunked.block_matmul`)."""
+    _worker_threads()
+    return torch.cat([block_matmul(form, X[s:e], cols, V) for s, e in bounds])
+
+
+class ClusterOperator(KernelOperator):
+    """A :class:`~gpscale.linalg.operator.KernelOperator` whose products K(X, X) V run
+    on a dask cluster: X, the kernel's form and the prepared columns go to every worker
+    once, when the operator is made; each product then sends V (n x k) and gets back
+    the row blocks of K V, about ``tasks_per_worker`` tasks per worker, each a run of the
+    operator's own row blocks (so the blocks and their sums are the in-process ones).
+    Products with other rows (predictions, preconditioner pivots) stay in process."""
+
+    def __init__(self, kernel: Any, X: torch.Tensor, noise: torch.Tensor | float,
+                 client: Any, block: int | None = None,
+                 block_dtype: torch.dtype | None = None, tasks_per_worker: int = 2) -> None:
+        super().__init__(kernel, X, noise, block, block_dtype)
+        self.client = client
+        workers = max(1, len(client.scheduler_info().get("workers", {})))
+        blocks = row_blocks(self.n, self.block)
+        per = max(1, -(-len(blocks) // (tasks_per_worker * workers)))
+        self._groups = [blocks[i:i + per] for i in range(0, len(blocks), per)]
+        cols = type(self.cols)(*(_cpu(t) for t in self.cols))
+        self._there = client.scatter([self.form, _cpu(self.X), cols], broadcast=True,
+                                     hash=False)
+
+    def row_products(self, X1: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
+        if X1 is not self.X:
+            return super().row_products(X1, V)
+        form, X, cols = self._there
+        V_there = self.client.scatter(_cpu(V), broadcast=True, hash=False)
+        futures = [self.client.submit(_block_products, g, form, X, cols, V_there, pure=False)
+                   for g in self._groups]
+        return torch.cat(self.client.gather(futures)).to(V.device)
+
+
+def _cpu(t: Any) -> Any:
+    return t.cpu() if isinstance(t, torch.Tensor) else t
+
+
 # -- connecting -----------------------------------------------------------------------
 
 @contextlib.contextmanager
@@ -327,6 +374,12 @@ def _dtype_of(features: torch.nn.Module) -> torch.dtype:
     return torch.float64
 
 
+def _device_of(features: torch.nn.Module) -> torch.device:
+    for t in itertools.chain(features.parameters(), features.buffers()):
+        return t.device
+    return torch.device("cpu")
+
+
 def chunk_rows(features: torch.nn.Module, rows: int | None = None) -> int:
     """Rows per chunk of a pass: ``rows``, checked, or by default as many as keep one
     chunk of Φ and its temporaries near ``CHUNK_BYTES``."""
@@ -351,14 +404,15 @@ def _check_partitions(partitions: Iterable[Partition]) -> list[Partition]:
     return partitions
 
 
-def _chunks(partition: Partition, scaler: Any, rows: int, dtype: torch.dtype):
-    """The partition's chunks, scaled and checked, as torch (X, y)."""
+def _chunks(partition: Partition, scaler: Any, rows: int, dtype: torch.dtype,
+            device: torch.device | None = None):
+    """The partition's chunks, scaled and checked, as torch (X, y) on ``device``."""
     for X, y in partition.chunks(rows):
         if scaler is not None:
             X, y = scaler.transform_x(X), scaler.transform_y(y)
         if len(X) == 0 and len(y) == 0:
             continue
-        X, y = as_matrix(X, "X", dtype), as_vector(y, "y", dtype)
+        X, y = as_matrix(X, "X", dtype, device), as_vector(y, "y", dtype, device)
         if X.shape[0] != y.shape[0]:
             raise ValueError(f"a chunk of {type(partition).__name__} has {X.shape[0]} rows "
                              f"of X but {y.shape[0]} targets")

@@ -26,6 +26,7 @@ from torch import nn
 
 from . import kernels as _kernels
 from .files import atomic_path
+from .io.given import column_names, writable
 from .io.inputs import StringInputs
 from .kernels import Kernel
 from .methods import METHODS
@@ -46,7 +47,8 @@ class Predictor:
     def __init__(self, model: nn.Module, scaler: Standardizer, result: FitResult,
                  method: str, kernel_name: str, standardize: bool = True,
                  feature_names: list[str] | None = None,
-                 target_name: str | None = None, inputs: StringInputs | None = None) -> None:
+                 target_name: str | None = None, inputs: StringInputs | None = None,
+                 choice: Any = None) -> None:
         self.model, self.scaler, self.result = model, scaler, result
         self.method, self.kernel_name, self.standardize = method, kernel_name, standardize
         #: input column names and target name, when the training data had them
@@ -54,7 +56,7 @@ class Predictor:
         #: how the inputs were made from a string column (SMILES, sequences), or None
         self.inputs = inputs
         #: what method="auto" picked and why (gpscale.methods.auto.Choice), else None
-        self.choice = None
+        self.choice = choice
 
     @property
     def n_features(self) -> int:
@@ -257,44 +259,8 @@ def _version() -> str:
         return "(unknown version)"
 
 
-def column_names(obj: Any) -> list[Any] | None:
-    """A data frame's column names (text, integers, any plain label), or None for data
-    without named columns (arrays, tensors). Predictions match columns by these names
-    (:meth:`Predictor.match_columns`); ValueError when two columns share a name."""
-    cols = getattr(obj, "columns", None)
-    if cols is None or isinstance(obj, (np.ndarray, torch.Tensor)):
-        return None
-    names = [_label(c) for c in cols]
-    if not names:
-        return None
-    dupes = sorted({repr(c) for c in names if names.count(c) > 1})
-    if dupes:
-        raise ValueError(f"the columns of X must have distinct names to be matched by name "
-                         f"(repeated: {', '.join(dupes)}); rename them or pass a plain array")
-    return names
-
-
-def _label(name: Any) -> Any:
-    """A column name as a plain value that a model file can hold (numpy scalars become
-    Python ones; labels other than text, numbers and tuples of them become their text)."""
-    if isinstance(name, np.generic):
-        name = name.item()
-    if isinstance(name, tuple):
-        return tuple(_label(c) for c in name)
-    return name if isinstance(name, (str, int, float, bool)) else str(name)
-
-
 def _same(name: Any) -> Any:
     return name
-
-
-def writable(a: Any) -> Any:
-    """Array-likes as writable float arrays: torch cannot wrap read-only memory."""
-    try:
-        arr = a if isinstance(a, torch.Tensor) else np.asarray(a, dtype=np.float64)
-    except (TypeError, ValueError):
-        return a  # as_matrix / as_vector say what is wrong with it
-    return arr if isinstance(arr, torch.Tensor) or arr.flags.writeable else arr.copy()
 
 
 def _plain(obj: Any) -> Any:

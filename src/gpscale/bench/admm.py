@@ -33,8 +33,7 @@ import torch
 from ..data.synthetic import PAPER_THETA, paper_kernel, synthetic_admm
 from ..models import ExactGP
 from ..train import fit_lbfgs
-from ..train.admm import TANGENT, cg_predict, fit_admm_hocv
-from ..train.admm_kfold import fit_admm_consensus, fit_admm_kfold
+from ..train.admm import TANGENT, cg_predict, fit_admm_consensus, fit_admm_hocv, fit_admm_kfold
 from .harness import register
 
 KERNELS = ("se", "lp", "se+lp")

@@ -26,9 +26,15 @@ import time
 
 import torch
 
-from ..train.admm import TANGENT, cg_predict, fit_admm_hocv, make_options, scale_cg_options
-from ..train.admm_core import dense_blocks
-from ..train.admm_scale import calibrate_scale
+from ..train.admm import (
+    TANGENT,
+    calibrate_scale,
+    cg_predict,
+    dense_blocks,
+    fit_admm_hocv,
+    make_options,
+    scale_cg_options,
+)
 from .admm_scaling import _rbf_ard
 from .harness import register
 

@@ -32,14 +32,14 @@ from ..models import ExactGP
 from ..train import fit_lbfgs
 from ..train.admm import (
     TANGENT,
+    HoldoutADMM,
     cg_predict,
     fit_admm_hocv,
+    fit_admm_kfold,
     holdout_split,
     make_options,
     validation_split,
 )
-from ..train.admm_core import HoldoutADMM
-from ..train.admm_kfold import fit_admm_kfold
 from .harness import register, time_calls
 from .peers import GPyTorchExact
 
@@ -267,7 +267,7 @@ def holdout_cv_reference(model: ExactGP, val_fraction: float = 0.5, seed: int = 
     value as ADMM does. Trains ``model`` in place; returns wall time, evaluations and
     the CV loss."""
     from ..linalg import robust_cholesky
-    from ..train.admm_scale import calibrate_scale
+    from ..train.admm import calibrate_scale
 
     iT, iV = (holdout_split(model.n, val_fraction, seed) if validation is None
               else validation_split(model.n, validation))

@@ -158,9 +158,8 @@ def _passes(method: str, folder: Path, p: int, client) -> dict:
     """Standardisation pass, one statistics pass, one NLML + gradient (RFF features)."""
     from ..distributed import source_scaler
     from ..features import RandomFourierFeatures
-    from ..io import open_source
+    from ..io import Rows, open_source
     from ..models import FeatureGP
-    from ..models.feature import PartitionRows
 
     source = open_source(folder, target="y")
     parts = source.partitions()
@@ -170,7 +169,7 @@ def _passes(method: str, folder: Path, p: int, client) -> dict:
     scaler = source_scaler(parts, client)
     out["scaler_pass_s"] = time.perf_counter() - t
     feats = RandomFourierFeatures(D, p, seed=0)
-    model = FeatureGP(feats, rows=PartitionRows(tuple(parts), D, scaler, client), noise=0.1)
+    model = FeatureGP(feats, rows=Rows(tuple(parts), D, scaler, client), noise=0.1)
     feats.raw_lengthscale.requires_grad_(False)
     t = time.perf_counter()
     model.statistics()

@@ -98,8 +98,7 @@ def run(args, rec) -> None:
     from ..data import load_uci
     from ..features import RandomFourierFeatures
     from ..features.neural import ScaledFeatures
-    from ..io import open_source
-    from ..models.feature import PartitionRows
+    from ..io import Rows, open_source
     from ..preprocessing import Standardizer
 
     quick = bool(args.quick)
@@ -128,7 +127,7 @@ def run(args, rec) -> None:
             idx = np.argsort(y, kind="stable") if order == "sorted" else np.arange(n)
             folder = Path(tmp) / order
             _write(folder, X[idx], y[idx], args.files, args.row_group)
-            rows = PartitionRows(tuple(open_source(str(folder), target="y").partitions()),
+            rows = Rows(tuple(open_source(str(folder), target="y").partitions()),
                                  d, sc)
             Xs = torch.as_tensor(sc.transform_x(X[idx]), device=device)
             ys = torch.as_tensor(sc.transform_y(y[idx]), device=device)

@@ -63,9 +63,22 @@ def model_info(path: str | os.PathLike) -> dict[str, Any]:
         "fit": {"objective": _num(result.objective), "iterations": iterations,
                 "evaluations": int(result.n_evals), "time_s": _num(result.wall_s),
                 "converged": bool(result.converged), "reason": result.reason},
+        "solver": _solver(pred.model),
         "hyperparameters": hyperparameters(pred),
         "other_parameters": {k: list(p.shape) for k, p in _others(pred.model).items()},
     }
+
+
+def _solver(model: nn.Module) -> dict[str, Any] | None:
+    """How an iterative model's posterior was solved (CG iterations, residual, ...) and
+    what its file holds for prediction, in bytes; None for the other models."""
+    info = getattr(model, "solve_info", None)
+    if not info:
+        return None
+    sizes = getattr(model, "state_bytes", None)
+    return {**{k: (_num(v) if isinstance(v, float) else v) for k, v in info.items()},
+            "tol": _num(getattr(model, "tol", float("nan"))),
+            "stored_bytes": sizes() if callable(sizes) else None}
 
 
 def hyperparameters(pred: Predictor) -> dict[str, dict[str, Any]]:
@@ -208,6 +221,14 @@ def info_text(info: dict[str, Any]) -> str:
         "hyperparameters in the data's units (lengths in each input column's units, "
         "variances in the target's units squared):",
     ]
+    solver = info.get("solver")
+    if solver:
+        held = solver.get("stored_bytes") or {}
+        lines[-2:-2] = [
+            f"solver   preconditioned CG on every row: {solver.get('iterations')} iterations,"
+            f" relative residual {solver.get('residual', float('nan')):.2e} (tol "
+            f"{solver.get('tol')}); the file holds "
+            + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in held.items())]
     rows = [(name, _value_text(e)) for name, e in info["hyperparameters"].items()]
     width = max((len(r[0]) for r in rows), default=0)
     lines += [f"  {name:<{width}}  {text}" for name, text in rows]

@@ -4,7 +4,7 @@ and when to use it (the method's description); one method in detail with its doc
 A method's options are the keyword arguments of its fit function. Where that function
 passes further keywords on to a trainer (``**options``), the trainer's keyword
 arguments are listed too, and where the trainer takes its settings as a dataclass
-(e.g. :class:`gpscale.train.admm_options.ADMMOptions`) with keyword overrides, that
+(e.g. :class:`gpscale.train.admm.ADMMOptions`) with keyword overrides, that
 dataclass's fields.
 """
 

@@ -15,11 +15,11 @@ from typing import Any
 from .. import api
 from ..io import file_format
 from ..kernels import KERNELS
-from ..methods.options import parse_option
+from ..plan import AUTO, Plan, PlanError, make_plan
 from .stdio import STDIO
 
 __all__ = ["UsageError", "PREDICT_COLUMNS", "count", "quantiles", "quantile_column",
-           "method_help", "check_usage", "fit_options"]
+           "method_help", "check_usage", "fit_plan"]
 
 #: output columns of ``gpscale predict`` besides ``--keep`` and ``--quantiles``
 PREDICT_COLUMNS = ("mean", "std")
@@ -89,8 +89,12 @@ def check_usage(args: argparse.Namespace) -> None:
     """UsageError for what is wrong on the command line itself, before any work."""
     if args.command == "methods" and args.name is not None and args.name not in api.METHODS:
         raise UsageError(f"unknown method {args.name!r}; choose one of {sorted(api.METHODS)}")
-    if args.command == "fit" and args.method != "auto":  # auto's options: once it has picked
-        fit_options(args)
+    if args.command == "fit":
+        if args.kernel is not None and args.kernel.lower() not in KERNELS:
+            raise UsageError(f"unknown kernel {args.kernel!r}; choose one of "
+                             f"{sorted(KERNELS)}")
+        if args.method != AUTO:  # auto's plan needs the data: made once they are open
+            fit_plan(args)
     if args.command == "predict":
         if args.model == STDIO and args.data == STDIO:
             raise UsageError("--model and --data cannot both be '-' (standard input can be "
@@ -109,29 +113,16 @@ def check_usage(args: argparse.Namespace) -> None:
                              f"named {' or '.join(PREDICT_COLUMNS)}")
 
 
-def fit_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The method's options from the fit flags; UsageError for unknown names and bad
-    values."""
-    if args.method not in api.METHODS:
-        raise UsageError(f"unknown method {args.method!r}; choose one of "
-                         f"{sorted(api.METHODS)} (gpscale methods lists them)")
-    method = api.METHODS[args.method]
-    if args.kernel is not None and args.kernel.lower() not in KERNELS:
-        raise UsageError(f"unknown kernel {args.kernel!r}; choose one of {sorted(KERNELS)}")
-    if (args.scheduler is not None or args.workers is not None) and not (
-            method.streams or method.cluster):
-        uses = sorted(n for n, m in api.METHODS.items() if m.streams or m.cluster)
-        raise UsageError(f"method {method.name!r} trains in this process; --scheduler and "
-                         f"--workers apply to the methods that use a cluster: {uses}")
-    options: dict[str, Any] = {}
-    if method.options is None or "progress" in method.options:
-        options["progress"] = False if args.quiet else True if args.progress else None
-    options.update((k, v) for k, v in (("max_iter", args.max_iter),
-                                       ("restarts", args.restarts), ("seed", args.seed))
-                   if v is not None)
+def fit_plan(args: argparse.Namespace, source: Any = None, kernel: Any = None) -> Plan:
+    """The :class:`~gpscale.plan.Plan` of ``gpscale fit`` (:func:`gpscale.plan.make_plan`
+    on its flags); a refused request is a UsageError."""
+    options = {k: v for k, v in (("max_iter", args.max_iter), ("restarts", args.restarts),
+                                 ("seed", args.seed)) if v is not None}
+    progress = False if args.quiet else True if args.progress else None
     try:
-        method.check_options(options)
-        options.update(parse_option(method, text) for text in args.option)
-    except ValueError as err:
+        return make_plan(source, args.method, kernel, options=options,
+                         option_text=args.option, defaults={"progress": progress},
+                         budget=args.budget, scheduler=args.scheduler, workers=args.workers,
+                         device=args.device, dtype=args.dtype, door="cli")
+    except PlanError as err:
         raise UsageError(str(err)) from None
-    return options

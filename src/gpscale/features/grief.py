@@ -26,12 +26,15 @@ import math
 
 import torch
 
+from ..kernels.spectral import spectral_names
 from ..linalg.cholesky import robust_eigh
 from ..linalg.kron import kr_kron_select, kron_top_p
 from ..params import Positive
 from .base import FeatureMap
 
-KERNELS_1D = ("rbf", "matern12", "matern32", "matern52")
+#: the base kernels GRIEF expands: every spectral density a kernel can name
+#: (:meth:`gpscale.kernels.Kernel.spectral_density`), each a 1-D factor in :func:`kernel_1d`
+KERNELS_1D = spectral_names()
 #: grid placements per input column (see :func:`grid_1d`)
 GRIDS = ("uniform", "quantile")
 

@@ -9,6 +9,8 @@ Orthogonal random features: Ω is built from blocks S Q with Q a uniformly rando
 orthogonal d x d matrix and S the diagonal of radii with the law of ‖ω‖, which keeps
 each row's marginal law and lowers the variance of the kernel estimate.
 RBF: ω ~ N(0, I).  Matérn-ν: ω ~ multivariate Student-t with 2ν degrees of freedom.
+The family comes from the kernel (:meth:`gpscale.kernels.Kernel.spectral_density`); a
+map keeps its name (``"rbf"``, ``"matern32"``, ...) in its saved options.
 """
 
 from __future__ import annotations
@@ -17,20 +19,30 @@ import math
 
 import torch
 
+from ..kernels.spectral import SpectralDensity, spectral_names
 from ..params import Positive
 from ..rng import as_generator
 from .base import FeatureMap
 
-_NU = {"rbf": None, "matern12": 0.5, "matern32": 1.5, "matern52": 2.5}
+
+def spectral_density(kernel: str | SpectralDensity) -> SpectralDensity:
+    """The spectral density a feature map is asked for, by name or as the kernel's own
+    descriptor; ValueError naming the known ones."""
+    if isinstance(kernel, SpectralDensity):
+        return kernel
+    try:
+        return SpectralDensity.from_name(kernel)
+    except ValueError:
+        raise ValueError(f"unknown RFF kernel {kernel!r}; choose one of "
+                         f"{sorted(spectral_names())}") from None
 
 
 def draw_frequencies(
-    num: int, d: int, kernel: str = "rbf", orthogonal: bool = True,
+    num: int, d: int, kernel: str | SpectralDensity = "rbf", orthogonal: bool = True,
     generator: torch.Generator | None = None, dtype: torch.dtype = torch.float64,
 ) -> torch.Tensor:
     """``num`` x ``d`` spectral frequencies for a unit-lengthscale kernel."""
-    if kernel not in _NU:
-        raise ValueError(f"unknown RFF kernel {kernel!r}; choose one of {sorted(_NU)}")
+    nu = spectral_density(kernel).nu
     if orthogonal:
         blocks = []
         for _ in range(math.ceil(num / d)):
@@ -41,7 +53,6 @@ def draw_frequencies(
         omega = torch.cat(blocks)[:num]
     else:
         omega = torch.randn(num, d, generator=generator, dtype=dtype)
-    nu = _NU[kernel]
     if nu is not None:  # Student-t: ω = z sqrt(2ν / u), u ~ χ²_{2ν}
         u = 2.0 * _gamma(nu, num, generator, dtype)
         omega = omega * torch.sqrt(2 * nu / u)[:, None]
@@ -60,6 +71,9 @@ class RandomFourierFeatures(FeatureMap):
     """Fourier features of an RBF or Matérn kernel with learnable (ARD) lengthscales.
 
     ``num_features`` p must be even (p/2 frequencies, a cosine and a sine each).
+    ``kernel``: the spectral density, by name or a kernel's
+    :meth:`~gpscale.kernels.Kernel.spectral_density`; ``lengthscale``: the initial
+    lengthscales, one value or (with ``ard``) one per input column.
     """
 
     lengthscale = Positive(doc="lengthscale(s) l")
@@ -68,8 +82,8 @@ class RandomFourierFeatures(FeatureMap):
         self,
         d: int,
         num_features: int = 512,
-        kernel: str = "rbf",
-        lengthscale: float | list[float] = 1.0,
+        kernel: str | SpectralDensity = "rbf",
+        lengthscale: float | list[float] | torch.Tensor = 1.0,
         ard: bool = True,
         orthogonal: bool = True,
         seed: int | torch.Generator | None = 0,
@@ -80,12 +94,16 @@ class RandomFourierFeatures(FeatureMap):
             raise ValueError(f"num_features must be an even number ≥ 2, got {num_features}")
         if d < 1:
             raise ValueError(f"d (input columns) must be ≥ 1, got {d}")
+        density = spectral_density(kernel)
+        ls = torch.as_tensor(lengthscale, dtype=dtype).reshape(-1)
+        if ls.numel() not in (1, d):
+            raise ValueError(f"lengthscale has {ls.numel()} values for {d} input columns; "
+                             f"give one value or {d}")
         gen = as_generator(seed)
         self.d, self.num_features = d, num_features
-        self.kernel, self.orthogonal = kernel, orthogonal
-        self.register_buffer("omega", draw_frequencies(num_features // 2, d, kernel,
+        self.kernel, self.orthogonal = density.name, orthogonal
+        self.register_buffer("omega", draw_frequencies(num_features // 2, d, density,
                                                        orthogonal, gen, dtype))
-        ls = torch.as_tensor(lengthscale, dtype=dtype).reshape(-1)
         self.lengthscale = ls.expand(d).clone() if ard and ls.numel() == 1 else ls
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ..sizes import CHUNK_BYTES
 from .batch import Batch, Columns, Origin, Partition, check_finite
 from .csvfile import CsvPartition, read_header
 from .daskdata import array_partitions, count_rows, frame_partitions, is_dask
@@ -25,8 +26,6 @@ from .paths import file_format, find_files
 
 __all__ = ["CHUNK_BYTES", "Source", "open_source"]
 
-#: default chunk (and in-memory partition) size: about this many bytes of float64 rows
-CHUNK_BYTES = 64 << 20
 
 
 class Source:

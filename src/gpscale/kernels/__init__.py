@@ -1,21 +1,30 @@
-"""Covariance functions, named kernels and rebuilding a kernel from its config."""
+"""Covariance functions, named kernels and rebuilding a kernel from its config.
+
+Kernels own their facts: each class registers itself by name in :data:`KERNEL_CLASSES`
+(how a saved config is rebuilt, :func:`from_config`) and answers
+:meth:`Kernel.spectral_density` (what the feature methods read, through
+:func:`spectral_facts`).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
 
-from .base import Kernel, Product, Scale, Sum
+from .base import KERNEL_CLASSES, Kernel, Product, Scale, Sum, kernel_class
 from .chunked import kernel_matmul
 from .discrete import Hamming, Intersection, Spectrum, Tanimoto, TanimotoDot, scaled_sum
+from .facts import SpectralFacts, spectral_facts
 from .feature import FeatureKernel
 from .periodic import LocallyPeriodic, Periodic
+from .spectral import SpectralDensity
 from .stationary import RBF, Linear, Matern, RationalQuadratic, Stationary
 
 __all__ = [
     "Kernel", "Scale", "Sum", "Product", "RBF", "Matern", "RationalQuadratic", "Linear",
     "Periodic", "LocallyPeriodic", "Stationary", "kernel_matmul", "make_kernel",
-    "from_config", "KERNELS",
+    "from_config", "KERNELS", "KERNEL_CLASSES", "kernel_class",
+    "SpectralDensity", "SpectralFacts", "spectral_facts",
     "FeatureKernel",
     "Tanimoto", "TanimotoDot", "Intersection", "Hamming", "Spectrum", "scaled_sum",
 ]
@@ -65,19 +74,10 @@ def make_kernel(name: str | Kernel, d: int) -> Kernel:
     return builder(d)
 
 
-_CLASSES = {c.__name__: c for c in (RBF, Matern, RationalQuadratic, Linear, Periodic,
-                                    LocallyPeriodic, Tanimoto, TanimotoDot, Intersection,
-                                    Hamming, Spectrum)}
-
-
 def from_config(cfg: dict[str, Any]) -> Kernel:
-    """Rebuild a kernel from :meth:`Kernel.config` (values then come from a state_dict)."""
-    kind, args = cfg["type"], dict(cfg.get("args", {}))
+    """Rebuild a kernel from :meth:`Kernel.config` (values then come from a state_dict):
+    the class registered under ``cfg["type"]`` (:func:`kernel_class`) builds itself
+    from its args and its rebuilt children (:meth:`Kernel.from_config`)."""
+    cls = kernel_class(cfg["type"])
     children = [from_config(c) for c in cfg.get("children", [])]
-    if kind == "Scale":
-        return Scale(children[0])
-    if kind in ("Sum", "Product"):
-        return (Sum if kind == "Sum" else Product)(*children)
-    if kind not in _CLASSES:
-        raise ValueError(f"unknown kernel type {kind!r} in saved config")
-    return _CLASSES[kind](**args)
+    return cls.from_config(dict(cfg.get("args", {})), children)

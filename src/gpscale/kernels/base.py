@@ -6,11 +6,21 @@ product K(X1, X2) @ V computed over row blocks (see :mod:`gpscale.kernels.chunke
 Kernels combine with ``+`` and ``*``. ``kernel.config()`` describes the structure so
 that :func:`gpscale.kernels.from_config` can rebuild it; values travel in the
 ``state_dict``.
+
+Every subclass registers itself in :data:`KERNEL_CLASSES` under its class name (or the
+``name=`` given as a class keyword), which is the ``"type"`` its config writes and the
+key a saved file is rebuilt from, so a user's kernel saves and loads like the built-in
+ones once its class is defined. A name already held by one of gpscale's own kernels
+cannot be taken by a different class: the definition raises TypeError (rename the
+class, or register it under another name: ``class RBF(Kernel, name="mine.RBF")``). A
+name held by a user's class goes to the newest definition (re-running a notebook
+cell redefines a class), with a warning when it comes from another module or scope.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import warnings
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 from torch import nn
@@ -18,6 +28,49 @@ from torch import nn
 from ..params import Positive, summary
 from .chunked import kernel_matmul
 from .memo import InputMemo
+
+if TYPE_CHECKING:
+    from .spectral import SpectralDensity
+
+#: kernel classes by registered name (filled when a subclass of :class:`Kernel` is defined)
+KERNEL_CLASSES: dict[str, type[Kernel]] = {}
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _builtin(cls: type) -> bool:
+    return cls.__module__.split(".")[0] == "gpscale"
+
+
+def _register(cls: type[Kernel], name: str | None) -> None:
+    """Put ``cls`` in :data:`KERNEL_CLASSES` (see the module docstring for clashes)."""
+    name = cls.__name__ if name is None else name
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"a kernel's registered name must be a non-empty str, got {name!r}")
+    held = KERNEL_CLASSES.get(name)
+    if held is not None and _qualified(held) != _qualified(cls):
+        if _builtin(held):
+            raise TypeError(
+                f"kernel name {name!r} belongs to gpscale's {_qualified(held)}; saved files "
+                f"name kernels by it, so {_qualified(cls)} cannot take it. Rename the class "
+                f"or register it under another name: class {cls.__name__}(..., "
+                f'name="{cls.__module__}.{cls.__name__}")')
+        warnings.warn(f"kernel name {name!r} now rebuilds {_qualified(cls)} instead of "
+                      f"{_qualified(held)} when a model is loaded", stacklevel=3)
+    cls.type_name = name
+    KERNEL_CLASSES[name] = cls
+
+
+def kernel_class(name: str) -> type[Kernel]:
+    """The registered kernel class called ``name``; ValueError naming the fix."""
+    if name not in KERNEL_CLASSES:
+        raise ValueError(
+            f"unknown kernel type {name!r} in saved config: define (import) the kernel "
+            f"class before loading, a subclass of gpscale.kernels.Kernel registers itself "
+            f"by its class name (known: {sorted(KERNEL_CLASSES)})")
+    return KERNEL_CLASSES[name]
 
 
 class Kernel(nn.Module):
@@ -31,6 +84,12 @@ class Kernel(nn.Module):
     #: the kernel reads its columns as given (counts, histograms, integer codes):
     #: :func:`gpscale.fit` leaves them unstandardised (see :meth:`raw_columns`)
     raw_inputs: bool = False
+    #: the name this class is registered and saved under (see :data:`KERNEL_CLASSES`)
+    type_name: ClassVar[str] = "Kernel"
+
+    def __init_subclass__(cls, name: str | None = None, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _register(cls, name)
 
     def __init__(self, active_dims: list[int] | None = None) -> None:
         super().__init__()
@@ -104,6 +163,13 @@ class Kernel(nn.Module):
                 if isinstance(value, InputMemo):
                     value.clear()
 
+    def spectral_density(self) -> SpectralDensity | None:
+        """The family of this kernel's spectral density when the feature methods (random
+        Fourier features, GRIEF) can sample or expand it; None otherwise (the default).
+        A kernel that answers must be a :class:`~gpscale.kernels.Stationary` (its
+        lengthscales scale the frequencies); see :mod:`gpscale.kernels.spectral`."""
+        return None
+
     def raw_columns(self, d: int) -> list[int]:
         """The columns of a d-column input that some part of this kernel reads as given
         (a part with ``raw_inputs``: its ``active_dims``, or every column); sorted."""
@@ -124,13 +190,31 @@ class Kernel(nn.Module):
     # -- description ----------------------------------------------------------------
     def config(self) -> dict[str, Any]:
         """Structure of the kernel (no parameter values): enough to rebuild it."""
-        cfg: dict[str, Any] = {"type": type(self).__name__, "args": self._config_args()}
+        cfg: dict[str, Any] = {"type": type(self).type_name, "args": self._config_args()}
         if self.active_dims is not None:
             cfg["args"]["active_dims"] = self.active_dims
         return cfg
 
     def _config_args(self) -> dict[str, Any]:
+        """Constructor arguments (plain values) that rebuild this kernel's shapes;
+        ``active_dims`` is added by :meth:`config`."""
         return {}
+
+    @classmethod
+    def from_config(cls, args: dict[str, Any], children: list[Kernel]) -> Kernel:
+        """A kernel of this class from its saved ``args`` (``cls(**args)``) and the
+        rebuilt kernels it wraps (none here; :class:`Scale`, :class:`Sum` and
+        :class:`Product` take theirs). Values are loaded afterwards from a state_dict."""
+        if children:
+            raise ValueError(f"saved config of {cls.type_name} has {len(children)} child "
+                             "kernels; override Kernel.from_config to take them")
+        try:
+            return cls(**args)
+        except TypeError as err:
+            raise ValueError(
+                f"cannot rebuild kernel {cls.type_name} from its saved args {args}: {err}. "
+                "Its __init__ must accept what its _config_args() returns (and "
+                "active_dims)") from None
 
     def summary(self) -> str:
         return summary(self)
@@ -158,6 +242,10 @@ class Scale(Kernel):
     def diag(self, X: torch.Tensor) -> torch.Tensor:
         return self.outputscale * self.base.diag(X)
 
+    def spectral_density(self) -> SpectralDensity | None:
+        """The base kernel's: s² scales k, not the shape of its spectrum."""
+        return self.base.spectral_density()
+
     def vjp(self, X1, X2, G):  # noqa: D102 - see Kernel.vjp
         return self._scaled(*self.base.vjp(X1, X2, G))
 
@@ -174,7 +262,14 @@ class Scale(Kernel):
         return grads, s2 * inner
 
     def config(self) -> dict[str, Any]:
-        return {"type": "Scale", "args": {}, "children": [self.base.config()]}
+        return {"type": type(self).type_name, "args": {}, "children": [self.base.config()]}
+
+    @classmethod
+    def from_config(cls, args: dict[str, Any], children: list[Kernel]) -> Kernel:  # noqa: D102
+        if len(children) != 1:
+            raise ValueError(f"saved config of {cls.type_name} needs one child kernel, got "
+                             f"{len(children)}")
+        return cls(children[0], **args)
 
 
 class _Combination(Kernel):
@@ -188,8 +283,12 @@ class _Combination(Kernel):
         self.kernels = nn.ModuleList(flat)
 
     def config(self) -> dict[str, Any]:
-        return {"type": type(self).__name__, "args": {},
+        return {"type": type(self).type_name, "args": {},
                 "children": [k.config() for k in self.kernels]}
+
+    @classmethod
+    def from_config(cls, args: dict[str, Any], children: list[Kernel]) -> Kernel:  # noqa: D102
+        return cls(*children, **args)
 
 
 class Sum(_Combination):

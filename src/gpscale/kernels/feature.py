@@ -44,3 +44,12 @@ class FeatureKernel(Kernel):
     def _config_args(self) -> dict[str, Any]:
         return {"features": type(self.features).__name__,
                 "num_features": int(self.features.num_features)}
+
+    @classmethod
+    def from_config(cls, args: dict[str, Any], children: list[Kernel]) -> Kernel:
+        """Refused: the config names the feature map's type, not how to rebuild it (its
+        frequencies or grid are not in the kernel's state)."""
+        raise ValueError(
+            f"a FeatureKernel ({args.get('features')}) cannot be rebuilt from a saved kernel "
+            "config; save the weight-space model instead (gpscale.fit with method='rff', "
+            "'grief-ii' or 'minimax' keeps its feature map in the file)")

@@ -10,6 +10,7 @@ import torch
 
 from ..params import Positive
 from .base import Kernel
+from .spectral import MATERN_NUS, SpectralDensity
 
 
 def _scaled(X1: torch.Tensor, X2: torch.Tensor, lengthscale: torch.Tensor):
@@ -124,7 +125,11 @@ class RBF(Stationary):
     """Squared exponential: k(x, x') = exp(−r²/2), r² = Σ_d (x_d − x'_d)²/l_d².
 
     Separable: K = Π_d K_d with K_d = exp(−(x_d − x'_d)²/(2 l_d²)); see :meth:`factors`.
+    Spectral density N(0, I) on the scaled inputs.
     """
+
+    def spectral_density(self) -> SpectralDensity:
+        return SpectralDensity("rbf")
 
     def _k(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
         r2 = self.r2(X1, X2)
@@ -150,6 +155,7 @@ class Matern(Stationary):
     """Matérn with ν ∈ {1/2, 3/2, 5/2}:
 
     ν=1/2: exp(−r);  ν=3/2: (1 + √3 r) exp(−√3 r);  ν=5/2: (1 + √5 r + 5r²/3) exp(−√5 r).
+    Spectral density: Student-t with 2ν degrees of freedom on the scaled inputs.
     """
 
     def __init__(
@@ -159,13 +165,16 @@ class Matern(Stationary):
         ard_dims: int | None = None,
         active_dims: list[int] | None = None,
     ) -> None:
-        if nu not in (0.5, 1.5, 2.5):
+        if nu not in MATERN_NUS:
             raise ValueError(f"Matern nu must be 0.5, 1.5 or 2.5, got {nu}")
         super().__init__(lengthscale, ard_dims, active_dims)
         self.nu = float(nu)
 
     def _config_args(self) -> dict[str, Any]:
         return {"nu": self.nu, "ard_dims": self.ard_dims}
+
+    def spectral_density(self) -> SpectralDensity:
+        return SpectralDensity("matern", self.nu)
 
     def _k(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
         r2 = self.r2(X1, X2)

@@ -10,7 +10,8 @@ import torch
 
 from ..kernels import Kernel
 from ..models import ExactGP
-from ..train import FitResult, fit_admm_consensus, fit_admm_hocv, fit_admm_kfold
+from ..train import FitResult
+from ..train.admm import fit_admm_consensus, fit_admm_hocv, fit_admm_kfold
 from ..validation import check_int, check_positive
 from .registry import register_method
 
@@ -27,8 +28,9 @@ def _admm(fit_fn, name: str):
         return model, result
 
     fit_admm_method.__name__ = f"fit_{name.replace('-', '_')}"
-    fit_admm_method.__doc__ = (f"Exact GP trained by {name} (see gpscale.train); extra keyword "
-                               "options go to the trainer (e.g. rho, k, val_fraction).")
+    fit_admm_method.__doc__ = (f"Exact GP trained by {name} (see gpscale.train.admm); extra "
+                               "keyword options go to the trainer (e.g. rho, k, "
+                               "val_fraction).")
     return fit_admm_method
 
 

@@ -3,18 +3,20 @@ optional time budget, and say why.
 
 The rule, in order (the constants below are where its thresholds live):
 
-1. **exact** when the exact GP's fit time, estimated from n by a fixed cost model
-   (:func:`exact_seconds`; fixed so that the same call picks the same method on a busy
-   machine and a quiet one), is within the budget (default :data:`EXACT_SECONDS`) and
-   its n × n matrices fit in memory: on small data nothing beats it.
+1. **exact** when the exact GP's fit time, estimated from n by its fixed cost model
+   (:func:`~gpscale.methods.exact.exact_cost`, the one its size guard uses; fixed so that
+   the same call picks the same method on a busy machine and a quiet one), is within the
+   budget (default :data:`EXACT_SECONDS`) and its n × n matrices fit in memory: on small
+   data nothing beats it.
 2. otherwise, for a kernel with a spectral density (``rbf``, ``matern``, their ARD
    forms), **sgpr** (m free inducing inputs, the VFE bound by L-BFGS) when its m × n
-   matrices fit in memory and its estimated fit time (:func:`sgpr_seconds`, ∝ n m²) is
-   within the budget (default :data:`SGPR_SECONDS`); with a budget, m is sized to it
-   between :data:`MIN_INDUCING` and :data:`MAX_INDUCING`. On the large UCI sets it was
-   the most accurate method at its defaults on three of five and within 0.9 % of the
-   best on the other two (``benchmarks/results/uci-large/``). (Fitting ``rff`` too and
-   keeping the higher evidence was tried and left out: ``rff`` does not revert to the
+   matrices fit in memory and its estimated fit time
+   (:func:`~gpscale.methods.sgpr.sgpr_seconds`, ∝ n m²) is within the budget (default
+   :data:`SGPR_SECONDS`); with a budget, m is sized to it between :data:`MIN_INDUCING`
+   and :data:`MAX_INDUCING`. On the large UCI sets it was the most accurate method at
+   its defaults on three of five and within 0.9 % of the best on the other two
+   (``benchmarks/results/uci-large/uci-large.md``). (Fitting ``rff`` too and keeping
+   the higher evidence was tried and left out: ``rff`` does not revert to the
    prior far from the training inputs, and on elevators its higher evidence came with a
    test RMSE of 0.825 against sgpr's 0.372, from one test row far outside the training
    range.)
@@ -36,44 +38,42 @@ from typing import Any
 import torch
 
 from ..kernels import Kernel
-from .exact import available_memory
-from .rff import AUTO_ABOVE, AUTO_SUBSAMPLE, spectral_kind
+from .exact import available_memory, exact_bytes, exact_seconds
+from .rff import AUTO_ABOVE, AUTO_SUBSAMPLE
+from .sgpr import DEFAULT_M, sgpr_bytes, sgpr_seconds
 
-__all__ = ["Choice", "choose_method", "exact_seconds", "rff_seconds", "sgpr_seconds"]
+#: the cost models auto reads: ``exact_seconds`` (exact's, :mod:`gpscale.methods.exact`),
+#: ``sgpr_seconds`` / ``sgpr_bytes`` (sgpr's, :mod:`gpscale.methods.sgpr`) and
+#: :func:`rff_seconds` (below: rff's constants are measured for auto's budget sizing)
+__all__ = ["Choice", "choose_method", "exact_seconds", "rff_seconds", "sgpr_bytes",
+           "sgpr_seconds"]
 
 #: the exact GP is picked when its fit is estimated to take at most this long (seconds)
-#: and no budget is given
+#: and no budget is given: a choice (a minute), not a measurement
 EXACT_SECONDS = 60.0
-#: seconds per n³ of one exact NLML + gradient evaluation, and evaluations per fit: the
-#: median of the 2000-row fits in ``benchmarks/results/uci-exact.jsonl`` (7.7e-11 to
-#: 9.3e-11 s per n³ on one thread of this 2-core machine while busy; 23–47 evaluations)
-EXACT_N3_SECONDS, EXACT_EVALS = 8e-11, 40
 #: rff's default number of features (its own default) and the range a budget may set
 DEFAULT_FEATURES, MIN_FEATURES, MAX_FEATURES = 512, 128, 4096
-#: seconds of rff's default θ search (p = 512) on 40 000 rows: issue 21's 41 157-row
-#: comparison on this 2-core machine (90 s, busy); the search cost grows with the rows
-#: it sees (every row up to ``AUTO_ABOVE``, a ``AUTO_SUBSAMPLE``-row sample beyond)
+#: seconds of rff's default θ search (p = 512) on 40 000 rows: 90 s in the 41 157-row
+#: comparison of issue 21 (not a committed report; the rff fits on kin40k's 36 000 rows
+#: in benchmarks/results/uci-large/uci-large.md took 62 to 69 s on one thread). The
+#: search cost grows with the rows it sees (every row up to ``AUTO_ABOVE``, a
+#: ``AUTO_SUBSAMPLE``-row sample beyond)
 RFF_SEARCH_SECONDS, RFF_SEARCH_ROWS = 90.0, 40_000
-#: float64 multiply-add rate of ΦᵀΦ on 2 threads here (``bench scale``: 70–79 GFLOP/s),
-#: for the final pass over every row after a sampled search
+#: float64 multiply-add rate of ΦᵀΦ on 2 threads (p = 512: 71 to 79 GFLOP/s in
+#: benchmarks/results/scale-1e7/scale.md, scale-1e6-gram/ and scale-1e6-quiet/), for the
+#: final pass over every row after a sampled search
 PASS_FLOPS = 7e10
-#: inducing points of cholqr-vfe when auto picks it
+#: inducing points of cholqr-vfe when auto picks it (a choice, not a measurement)
 CHOLQR_M = 256
 #: sgpr is picked when its fit is estimated within this long (seconds) and no budget is
-#: given; a budget sizes m in [MIN_INDUCING, MAX_INDUCING] (sgpr's default is DEFAULT_M)
+#: given (a choice: half an hour); a budget sizes m in [MIN_INDUCING, MAX_INDUCING]
+#: (sgpr's default is DEFAULT_M). sgpr's cost model is
+#: :func:`~gpscale.methods.sgpr.sgpr_seconds` and :func:`~gpscale.methods.sgpr.sgpr_bytes`
 SGPR_SECONDS = 1800.0
 MIN_INDUCING, MAX_INDUCING = 128, 1024
-#: seconds per n·m² of one sgpr evaluation (bound + gradient), and the evaluations of a
-#: fit on its row sample (the warm start) and on all rows: the sgpr fits of
-#: ``benchmarks/results/uci-large/`` (one thread of this 2-core machine, busy) gave
-#: 1.5e-10 to 1.8e-10 s per n·m², and 5 to 155 evaluations on all rows (kin40k: 154 on
-#: its sample, 155 on all rows, 270 s; the model says 294 s)
-SGPR_NM2_SECONDS, SGPR_WARM_EVALS, SGPR_FULL_EVALS = 1.7e-10, 150, 150
-#: float64 numbers sgpr holds per row and inducing point (K_ZX, A, the gradient, ...)
-SGPR_WORDS_PER_NM = 8
 #: above this many rows rff is picked: every sgpr evaluation reads every row held in
 #: memory, while rff learns θ on a 20 000-row sample and streams one final pass
-#: (``benchmarks/results/scale-1e7/``: 10⁷ rows in 9 minutes, at the noise floor)
+#: (benchmarks/results/scale-1e7/scale.md: 10⁷ rows in 9 minutes, at the noise floor)
 SGPR_MAX_ROWS = 250_000
 
 
@@ -90,11 +90,6 @@ class Choice:
         return f"{self.method}{f' ({opts})' if opts else ''}: {self.reason}"
 
 
-def exact_seconds(n: int) -> float:
-    """Rough wall time of an exact fit on n rows (the fixed cost model of the rule)."""
-    return EXACT_EVALS * EXACT_N3_SECONDS * float(n) ** 3
-
-
 def rff_seconds(n: int, num_features: int = DEFAULT_FEATURES) -> float:
     """Rough wall time of an rff fit on n rows: the θ search on the rows it sees, plus one
     statistics pass over all n rows when the search ran on a sample; both ∝ p²."""
@@ -105,21 +100,6 @@ def rff_seconds(n: int, num_features: int = DEFAULT_FEATURES) -> float:
     return search + final
 
 
-def sgpr_seconds(n: int, m: int | None = None) -> float:
-    """Rough wall time of an sgpr fit on n rows with m inducing inputs: the search on its
-    sample of rows (when n is large enough to take one), then on all n rows; ∝ m²."""
-    from .sgpr import DEFAULT_M, WARM_ABOVE, WARM_ROWS
-
-    m = DEFAULT_M if m is None else m
-    warm = SGPR_WARM_EVALS * WARM_ROWS if n > WARM_ABOVE else 0
-    return SGPR_NM2_SECONDS * m * m * (warm + SGPR_FULL_EVALS * n)
-
-
-def sgpr_bytes(n: int, d: int, m: int, dtype: torch.dtype = torch.float64) -> float:
-    """Memory an sgpr fit holds: a few m × n matrices and the rows."""
-    return (SGPR_WORDS_PER_NM * m + d + 2) * n * torch.empty((), dtype=dtype).element_size()
-
-
 def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
                   dtype: torch.dtype = torch.float64) -> Choice:
     """The method (and size options) for n rows of d inputs with ``kernel`` and a time
@@ -128,9 +108,7 @@ def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
                                    and math.isfinite(budget)):
         raise ValueError(f"budget must be a positive number of seconds, got {budget!r}")
     limit = EXACT_SECONDS if budget is None else float(budget)
-    seconds = exact_seconds(n)
-    # three n x n matrices, as exact_cost counts them (without its timing run)
-    memory = (3.0 * n * n + 4.0 * n * d) * torch.empty((), dtype=dtype).element_size()
+    seconds, memory = exact_seconds(n), exact_bytes(n, d, dtype)
     avail = available_memory()
     fits = avail is None or memory <= 0.5 * avail
     if seconds <= limit and fits:
@@ -139,9 +117,7 @@ def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
                       f"{'the budget' if budget else 'a minute'} ({_seconds(limit)})")
     why_not_exact = (f"n={n}: the exact GP would need about {_seconds(seconds)}"
                      + ("" if fits else f" and {memory / 2**30:.3g} GiB"))
-    try:
-        spectral_kind(kernel, "rff")
-    except ValueError:
+    if kernel.spectral_density() is None:  # the kernel says whether it has one
         m = min(CHOLQR_M, max(2, n // 4))
         return Choice("cholqr-vfe", {"m": m},
                       f"{why_not_exact}; the kernel has no spectral density for random "
@@ -175,8 +151,6 @@ def _sgpr_choice(n: int, d: int, budget: float | None, avail: int | None,
     """sgpr with the largest m (multiple of 64, within its range) that the budget (or
     SGPR_SECONDS) and half the available memory allow; None when not even the smallest
     m fits."""
-    from .sgpr import DEFAULT_M
-
     limit = SGPR_SECONDS if budget is None else float(budget)
     top = DEFAULT_M if budget is None else MAX_INDUCING
     sizes = [m for m in range(top, MIN_INDUCING - 1, -64)

@@ -2,7 +2,7 @@
 by L-BFGS) and ``grief-i`` (the re-weighted kernel's posterior by MALA).
 
 Both also train from rows that stay in their files or on a cluster (``X`` a
-:class:`~gpscale.models.feature.PartitionRows`, y None): one pass for the grid, n and
+:class:`~gpscale.io.Rows`, y None): one pass for the grid, n and
 the initialisation sample (:mod:`gpscale.train.grid_pass`), then statistics passes
 (and for GRIEF-II gradient passes) over the partitions."""
 
@@ -10,19 +10,18 @@ from __future__ import annotations
 
 import torch
 
-from ..kernels import Kernel
+from ..io.rows import Rows
+from ..kernels import Kernel, spectral_facts
 from ..models import FeatureGP, GriefIPosterior
-from ..models.feature import PartitionRows
 from ..train import FitResult
 from ..train.grief import fit_grief_i, fit_grief_ii
 from ..validation import check_int
 from .registry import register
-from .rff import spectral_kind
 
 
 @register("grief-ii", "GP-GRIEF-II grid eigenfunctions, ML-II by L-BFGS: many rows and few "
-          "inputs (a grid of m_bar^d points, product kernels)", streams=True)
-def fit_grief(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: Kernel,
+          "inputs (a grid of m_bar^d points, product kernels)", reads="passes")
+def fit_grief(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
               num_features: int | None = None,
               m_bar: int = 10, max_iter: int = 100, seed: int = 0, progress: bool = False,
               grid: str = "quantile",
@@ -32,20 +31,23 @@ def fit_grief(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: K
     "uniform" placement per column: on fold 0 of the large UCI sets the quantile grid
     was never worse by more than 0.2 % in test RMSE and better where columns are heavy
     tailed, elevators 0.377 against 0.392), initialised by exact ML-II on up to 1000
-    points, then ML-II by L-BFGS. ``X`` may be :class:`PartitionRows` (y None): the grid
+    points (from the lengthscales and signal variance the kernel was given, where they
+    are not the defaults 1), then ML-II by L-BFGS. ``X`` may be
+    :class:`~gpscale.io.Rows` (y None): the grid
     and the initialisation's random points then come from one pass over the partitions
     (a quantile grid from a sample of them), and every L-BFGS evaluation is a statistics
     pass and a gradient pass, in process or on a dask cluster."""
-    kind, _ = spectral_kind(kernel, "grief-ii")
-    return fit_grief_ii(X, y, p=num_features, m_bar=check_int("m_bar", m_bar, 1), kernel=kind,
+    facts = spectral_facts(kernel, "grief-ii")
+    return fit_grief_ii(X, y, p=num_features, m_bar=check_int("m_bar", m_bar, 1),
+                        kernel=facts.name, start=facts.given(),
                         grid=grid, max_iter=check_int("max_iter", max_iter, 1), seed=seed,
                         progress=progress, device=device)
 
 
 @register("grief-i", "GP-GRIEF-I re-weighted grid eigenfunctions, posterior by MALA: as "
           "grief-ii, with the weights sampled (slower, MCMC)",
-          streams=True)
-def fit_grief_mcmc(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: Kernel,
+          reads="passes")
+def fit_grief_mcmc(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
                    num_features: int = 1000,
                    m_bar: int = 10, n_iter: int = 10_000, burn: int = 1000, thin: int = 50,
                    seed: int = 0, progress: bool = False, grid: str = "quantile",
@@ -54,16 +56,17 @@ def fit_grief_mcmc(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kern
     exact-GP initialisation, grid placed by ``grid``); predictions average the draws.
     The FitResult's objective is the mean negative log posterior of the kept draws;
     acceptance rate, step size and effective sample sizes are in its last history row.
-    ``X`` may be :class:`PartitionRows` (y None): one pass for the grid and the
+    ``X`` may be :class:`~gpscale.io.Rows` (y None): one pass for the grid and the
     initialisation, one statistics pass for ΦᵀΦ, Φᵀy; MALA then never reads rows."""
-    kind, _ = spectral_kind(kernel, "grief-i")
+    facts = spectral_facts(kernel, "grief-i")
     for name, value, low in (("num_features", num_features, 1), ("m_bar", m_bar, 1),
                              ("n_iter", n_iter, 1), ("burn", burn, 0), ("thin", thin, 1),
                              ("seed", seed, 0)):
         check_int(name, value, low)
     if burn >= n_iter:
         raise ValueError(f"burn={burn} must be smaller than n_iter={n_iter}")
-    post, chain = fit_grief_i(X, y, p=num_features, m_bar=m_bar, kernel=kind, grid=grid,
+    post, chain = fit_grief_i(X, y, p=num_features, m_bar=m_bar, kernel=facts.name,
+                              start=facts.given(), grid=grid,
                               n_iter=n_iter, burn=burn, thin=thin, seed=seed,
                               progress=progress, device=device)
     ess = chain.ess.cpu()

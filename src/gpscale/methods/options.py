@@ -18,7 +18,7 @@ def option_defaults(method: Method) -> dict[str, Any]:
     without a default maps to ``inspect.Parameter.empty``)."""
     params = list(inspect.signature(method.fit_fn).parameters.values())[3:]
     found = {p.name: p.default for p in params
-             if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)}
+             if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "client"}
     for name in method.options or ():
         found.setdefault(name, inspect.Parameter.empty)
     return found

@@ -1,7 +1,8 @@
 """The registry of training methods: what ``method=`` / ``--method`` names.
 
 A method is ``fit_fn(X, y, kernel, **options) -> (model, FitResult)`` on standardised
-float64 tensors X (n, d), y (n,) and a fresh :class:`~gpscale.kernels.Kernel`; the model
+float64 tensors X (n, d), y (n,) (or, for methods that read passes or minibatches,
+X = :class:`~gpscale.io.Rows` and y None) and a fresh :class:`~gpscale.kernels.Kernel`; the model
 it returns honours :class:`gpscale.models.GPModel` (predict, objective, its config), which
 is how it is saved and loaded. Each family of methods is one module of this package that
 registers its entries with :func:`register`.
@@ -31,12 +32,25 @@ class Method:
     fit_fn: FitFn
     description: str
     options: tuple[str, ...] | None  # accepted option names; None = any
-    #: fit_fn also accepts X = :class:`~gpscale.models.feature.PartitionRows` (y None):
-    #: it trains from passes over rows that stay in their files or on a cluster
-    streams: bool = False
+    #: how fit_fn reads the rows. ``"memory"``: every row, as standardised tensors X, y;
+    #: ``"passes"``: X = :class:`~gpscale.io.Rows` (y None), passes over partitions that
+    #: stay in their files, run in process or on the rows' cluster; ``"minibatches"``:
+    #: X = Rows too, minibatches read in this process (full passes, e.g. an exact
+    #: evaluation, on the rows' cluster)
+    reads: str = "memory"
     #: fit_fn takes ``client=`` (a dask.distributed Client, or None) and sends independent
     #: pieces of its work (e.g. cross-validation folds) to that cluster as tasks
     cluster: bool = False
+
+    @property
+    def streams(self) -> bool:
+        """fit_fn trains from :class:`~gpscale.io.Rows` that need not be in memory."""
+        return self.reads != "memory"
+
+    @property
+    def uses_cluster(self) -> bool:
+        """A dask cluster given to :func:`gpscale.fit` does some of this method's work."""
+        return self.streams or self.cluster
 
     def check_options(self, options: dict[str, Any]) -> None:
         """ValueError naming the options this method does not take."""
@@ -50,31 +64,39 @@ class Method:
 METHODS: dict[str, Method] = {}
 
 
+#: what :attr:`Method.reads` may be
+READS = ("memory", "passes", "minibatches")
+
+
 def register_method(name: str, fit_fn: FitFn, description: str = "",
                     options: list[str] | tuple[str, ...] | None = None,
                     replace: bool = False, streams: bool = False,
-                    cluster: bool = False) -> Method:
+                    cluster: bool = False, reads: str | None = None) -> Method:
     """Make ``fit_fn`` available as ``method=name`` in :func:`gpscale.fit`, the estimator
     and the CLI. ``options`` lists the keyword options accepted (default: read off
     ``fit_fn``'s signature after ``X, y, kernel``; ``**kwargs`` there means any).
-    ``streams``, ``cluster``: what ``fit_fn`` can do with a cluster (see :class:`Method`)."""
+    ``reads``: how fit_fn reads the rows (see :class:`Method`; ``streams=True`` is
+    ``reads="passes"``); ``cluster``: fit_fn sends tasks to ``client=``."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"method name must be a non-empty string, got {name!r}")
     if name in METHODS and not replace:
         raise ValueError(f"method {name!r} is already registered; pass replace=True")
+    reads = reads or ("passes" if streams else "memory")
+    if reads not in READS:
+        raise ValueError(f"reads must be one of {READS}, got {reads!r}")
     options = _keyword_options(fit_fn) if options is None else tuple(options)
-    METHODS[name] = Method(name, fit_fn, description, options, streams, cluster)
+    METHODS[name] = Method(name, fit_fn, description, options, reads, cluster)
     return METHODS[name]
 
 
 def register(name: str, description: str,
              options: list[str] | tuple[str, ...] | None = None,
-             streams: bool = False) -> Callable[[FitFn], FitFn]:
+             reads: str = "memory", cluster: bool = False) -> Callable[[FitFn], FitFn]:
     """Decorator form of :func:`register_method`: ``@register("rff", "...")`` on a fit
     function registers it and returns it unchanged."""
 
     def deco(fit_fn: FitFn) -> FitFn:
-        register_method(name, fit_fn, description, options, streams=streams)
+        register_method(name, fit_fn, description, options, reads=reads, cluster=cluster)
         return fit_fn
 
     return deco
@@ -84,7 +106,8 @@ def _keyword_options(fn: Callable) -> tuple[str, ...] | None:
     params = list(inspect.signature(fn).parameters.values())[3:]  # after X, y, kernel
     if any(p.kind is p.VAR_KEYWORD for p in params):
         return None
-    return tuple(p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+    return tuple(p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
+                 and p.name != "client")  # the cluster is the planner's to give, not an option
 
 
 def get_method(name: str) -> Method:

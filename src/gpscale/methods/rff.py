@@ -7,25 +7,29 @@ from __future__ import annotations
 import torch
 
 from ..features import RandomFourierFeatures
-from ..io.sample import sample_rows
-from ..kernels import RBF, Kernel, Matern, Scale
+from ..io.rows import Rows, as_rows
+from ..kernels import Kernel, spectral_facts
 from ..models import FeatureGP
-from ..models.feature import PartitionRows
 from ..train import FitResult, fit_lbfgs
 from ..validation import as_dtype, check_int, check_positive
 from .registry import register
 
 
 def spectral_kind(kernel: Kernel, method: str) -> tuple[str, bool]:
-    """('rbf' | 'matern12' | 'matern32' | 'matern52', ard) of a (scaled) RBF/Matérn kernel:
-    the kernels whose spectral density the feature methods sample or expand."""
-    base = kernel.base if isinstance(kernel, Scale) else kernel
-    if isinstance(base, Matern):
-        return {0.5: "matern12", 1.5: "matern32", 2.5: "matern52"}[base.nu], bool(base.ard_dims)
-    if isinstance(base, RBF):
-        return "rbf", bool(base.ard_dims)
-    raise ValueError(f"method {method!r} needs an RBF or Matérn kernel ('rbf', 'rbf-ard', "
-                     "'matern12-ard', 'matern32-ard', 'matern52-ard')")
+    """('rbf' | 'matern12' | 'matern32' | 'matern52', ard) of a kernel whose spectral
+    density the feature methods sample or expand, as the kernel itself says
+    (:func:`gpscale.kernels.spectral_facts`, which also gives its initial values);
+    ValueError naming the kernels that have one for any other."""
+    facts = spectral_facts(kernel, method)
+    return facts.name, facts.ard
+
+
+def signal_variance(model: FeatureGP, outputscale: float) -> FeatureGP:
+    """``model`` with its scalar weight w set to ``outputscale``: K = w ΦΦᵀ + σ²I with
+    unit-variance features, so w is the kernel's signal variance s² (1, FeatureGP's
+    own start, for a kernel without :class:`~gpscale.kernels.Scale`)."""
+    model.weight = torch.full_like(model.weight, float(outputscale))
+    return model
 
 
 #: ``subsample="auto"`` learns θ on this many rows when n is over AUTO_ABOVE (the default
@@ -34,15 +38,16 @@ AUTO_SUBSAMPLE, AUTO_ABOVE = 20_000, 100_000
 
 
 @register("rff", "random Fourier features (orthogonal), ML-II by L-BFGS: stationary "
-          "kernels on many rows (10^5 and more), streamed from files or a cluster", streams=True)
-def fit_rff(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: Kernel,
+          "kernels on many rows (10^5 and more), streamed from files or a cluster", reads="passes")
+def fit_rff(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
             num_features: int = 512, noise: float = 0.1, max_iter: int = 200, seed: int = 0,
             subsample: int | str | None = "auto", refine: int = 0, progress: bool = False,
             device: torch.device | str | None = None,
             dtype: torch.dtype | str = torch.float64) -> tuple[FeatureGP, FitResult]:
     """Weight-space GP on ``num_features`` orthogonal random Fourier features of the
-    kernel's spectral density, lengthscales, signal variance and noise by L-BFGS. ``X``
-    may be :class:`PartitionRows` (y None): every L-BFGS evaluation is then a statistics
+    kernel's spectral density, lengthscales, signal variance and noise by L-BFGS, starting
+    from the kernel's lengthscales and signal variance. ``X``
+    may be :class:`~gpscale.io.Rows` (y None): every L-BFGS evaluation is then a statistics
     pass and a gradient pass over the partitions, in process or on a dask cluster.
 
     At large n those passes dominate, so with ``subsample=m`` θ is learned (up to
@@ -50,25 +55,26 @@ def fit_rff(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, kernel: Ker
     optionally refined by at most ``refine`` L-BFGS iterations on all rows (stopping
     early once the NLML stops moving); the model keeps the statistics of all rows, from
     one final pass. ``"auto"``: m = 20 000 when n is over 100 000, else every row."""
-    kind, ard = spectral_kind(kernel, "rff")
-    streamed = isinstance(X, PartitionRows)
-    d = X.num_features if streamed else X.shape[1]
+    facts = spectral_facts(kernel, "rff")
+    rows = as_rows(X, y)
+    d = rows.num_features
     feats = RandomFourierFeatures(d, check_int("num_features", num_features, 2),
-                                  kernel=kind, ard=ard, seed=check_int("seed", seed, 0))
+                                  kernel=facts.density, lengthscale=facts.lengthscale,
+                                  ard=facts.ard, seed=check_int("seed", seed, 0))
     noise, dtype = check_positive("noise", noise), as_dtype(dtype)
     max_iter, refine = check_int("max_iter", max_iter, 1), check_int("refine", refine, 0)
 
     def full(noise: float) -> FeatureGP:
-        return (FeatureGP(feats, rows=X, noise=noise, dtype=dtype, device=device) if streamed
-                else FeatureGP(feats, X, y, noise=noise, dtype=dtype, device=device))
+        return FeatureGP(feats, rows=rows, noise=noise, dtype=dtype, device=device)
 
-    n = sum(int(p.num_rows) for p in X.partitions) if streamed else X.shape[0]
+    n = rows.n
     m = _subsample_size(subsample, n)
     if m is None:
-        model = full(noise)
+        model = signal_variance(full(noise), facts.outputscale)
         return model, fit_lbfgs(model, max_iter=max_iter, progress=progress, method="rff")
-    Xs, ys = _sample(X, y, m, seed)
-    small = FeatureGP(feats, Xs, ys, noise=noise, dtype=dtype, device=device)
+    Xs, ys = rows.sample(m, seed)
+    small = signal_variance(FeatureGP(feats, Xs, ys, noise=noise, dtype=dtype, device=device),
+                            facts.outputscale)
     first = fit_lbfgs(small, max_iter=max_iter, progress=progress, method="rff")
     model = full(float(small.noise.detach()))
     model.weight = small.weight.detach().clone()
@@ -95,16 +101,3 @@ def _subsample_size(subsample: int | str | None, n: int) -> int | None:
         return AUTO_SUBSAMPLE if n > AUTO_ABOVE else None
     m = check_int("subsample", subsample, 2)
     return m if m < n else None
-
-
-def _sample(X: torch.Tensor | PartitionRows, y: torch.Tensor | None, m: int,
-            seed: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """About m rows drawn uniformly (standardised like the rows they come from)."""
-    if not isinstance(X, PartitionRows):
-        gen = torch.Generator().manual_seed(seed)
-        idx = torch.randperm(X.shape[0], generator=gen)[:m].to(X.device)
-        return X[idx], y[idx]
-    Xr, yr = sample_rows(X.partitions, m, seed=seed, client=X.client)
-    if X.scaler is not None:
-        Xr, yr = X.scaler.transform_x(Xr), X.scaler.transform_y(yr)
-    return torch.as_tensor(Xr, dtype=torch.float64), torch.as_tensor(yr, dtype=torch.float64)

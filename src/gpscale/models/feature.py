@@ -14,7 +14,6 @@ recomputed and contracted with ∂NLML/∂(ΦᵀΦ), ∂NLML/∂(Φᵀy)); memor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -22,13 +21,12 @@ import torch
 from .. import distributed
 from ..features import FeatureMap
 from ..features.config import feature_map_config, feature_map_from_config
+from ..io.rows import Rows, TensorPartition
 from ..linalg import robust_cholesky
 from ..params import LOG_2PI, Positive
+from ..sizes import CHUNK_BYTES
 from ..validation import as_matrix, check_xy
 from .base import GPModel, MeanAndVariance, dtype_name, no_data
-
-#: bytes for one chunk of Φ and its temporaries
-CHUNK_BYTES = 64 * 2**20
 
 
 def chunk_statistics(
@@ -40,62 +38,15 @@ def chunk_statistics(
     return phi.mT @ phi, phi.mT @ y, y @ y, X.shape[0]
 
 
-class _Statistics(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, features, X, y, chunk, *params):  # noqa: D102
-        p = features.num_features
-        gram = X.new_zeros(p, p)
-        proj = X.new_zeros(p)
-        with torch.no_grad():
-            for s in range(0, X.shape[0], chunk):
-                g, b, _, _ = chunk_statistics(features, X[s : s + chunk], y[s : s + chunk])
-                gram += g
-                proj += b
-        ctx.features, ctx.chunk = features, chunk
-        ctx.save_for_backward(X, y, *params)
-        return gram, proj
-
-    @staticmethod
-    def backward(ctx, g_gram, g_proj):  # noqa: D102
-        X, y, *params = ctx.saved_tensors
-        needs = ctx.needs_input_grad[4:]
-        want = [p for p, need in zip(params, needs) if need]
-        acc = [torch.zeros_like(p) for p in want]
-        sym = g_gram + g_gram.mT
-        for s in range(0, X.shape[0], ctx.chunk):
-            Xc, yc = X[s : s + ctx.chunk], y[s : s + ctx.chunk]
-            with torch.enable_grad():
-                phi = ctx.features(Xc)
-            # ∂/∂Φ of ⟨G, ΦᵀΦ⟩ + ⟨g, Φᵀy⟩ is Φ(G + Gᵀ) + y gᵀ
-            g_phi = phi.detach() @ sym + torch.outer(yc, g_proj)
-            parts = torch.autograd.grad(phi, want, g_phi, allow_unused=True)
-            for a, part in zip(acc, parts):
-                if part is not None:
-                    a += part
-        it = iter(acc)
-        return (None, None, None, None, *[next(it) if need else None for need in needs])
-
-
-@dataclass(frozen=True)
-class PartitionRows:
-    """Training rows that stay where they are: partitions of a data source (see
-    :mod:`gpscale.io`), read chunk by chunk with ``scaler`` applied, in this process or
-    as tasks on a dask ``client``'s workers (see :mod:`gpscale.distributed`)."""
-
-    partitions: tuple[Any, ...]
-    num_features: int  #: d, the number of input columns
-    scaler: Any = None
-    client: Any = None
-    rows: int | None = None  #: rows per chunk (default: from a byte budget)
-
-
 class FeatureGP(GPModel):
     """GP with covariance Φ W Φᵀ + σ²I for a feature map Φ = features(X).
 
     The training data are either tensors ``X, y`` (kept as buffers), ``rows=``
-    :class:`PartitionRows` (streamed on every pass, never held), or ``statistics=``
+    :class:`~gpscale.io.Rows` (read on every pass, never held), or ``statistics=``
     (ΦᵀΦ, Φᵀy, yᵀy, n) at fixed feature parameters: what a saved model keeps, so that
-    its file does not grow with n. ``weights``: ``"scalar"`` (W = w I, w learned: the
+    its file does not grow with n. Tensors and rows take the same path: one statistics
+    pass (:func:`gpscale.distributed.streamed_statistics`) over their partitions.
+    ``weights``: ``"scalar"`` (W = w I, w learned: the
     signal variance), ``"diag"`` (one learned weight per feature, GRIEF's re-weighting)
     or ``"fixed"`` (W = I).
     """
@@ -114,7 +65,7 @@ class FeatureGP(GPModel):
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
         *,
-        rows: PartitionRows | None = None,
+        rows: Rows | None = None,
         statistics: tuple[torch.Tensor, torch.Tensor, torch.Tensor, int] | None = None,
     ) -> None:
         super().__init__()
@@ -122,9 +73,12 @@ class FeatureGP(GPModel):
             raise ValueError(f"weights must be 'scalar', 'diag' or 'fixed', got {weights!r}")
         given = [X is not None or y is not None, rows is not None, statistics is not None]
         if sum(given) != 1:
-            raise ValueError("give the training data as X and y, as rows=PartitionRows(...) "
+            raise ValueError("give the training data as X and y, as rows=Rows(...) "
                              "or as statistics=(gram, proj, yy, n): exactly one of them")
-        self.rows = rows
+        if rows is not None and rows.held is not None:  # rows in memory: kept as buffers
+            X, y, rows = *rows.held, None
+            given[0] = True
+        self._rows = rows
         if given[0]:
             X, y = check_xy(X, y, dtype, device)
             device, d = X.device, X.shape[1]
@@ -153,13 +107,28 @@ class FeatureGP(GPModel):
         self.to(device)
 
     @property
+    def rows(self) -> Rows | None:
+        """The training rows the statistics are read from (the buffers X, y as one
+        in-memory partition when the model holds them); None once frozen."""
+        if self._rows is not None:
+            return self._rows
+        if "X" in self._buffers:
+            return Rows((TensorPartition(self.X, self.y),), self.X.shape[1], rows=self.chunk)
+        return None
+
+    @property
+    def holds_rows(self) -> bool:
+        """Whether the rows are this model's buffers X, y (saved with it)."""
+        return "X" in self._buffers
+
+    @property
     def n(self) -> int:
         if hasattr(self, "stat_n"):
             return int(self.stat_n)
-        if self.rows is None:
+        if self.holds_rows:
             return self.X.shape[0]
         if self._n is None:  # cheap for Parquet (metadata); CSV partitions count once
-            self._n = sum(int(part.num_rows) for part in self.rows.partitions)
+            self._n = self._rows.n
         return self._n
 
     def statistics(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
@@ -171,7 +140,7 @@ class FeatureGP(GPModel):
         if params:
             return self._pass(params)
         key = tuple(p._version for p in self.features.parameters())
-        key += (self.X._version,) if self.rows is None else ()
+        key += (self.X._version,) if self.holds_rows else ()
         if self._stats_cache is None or self._stats_cache[0] != key:
             with torch.no_grad():
                 self._stats_cache = (key, *self._pass([]))
@@ -181,7 +150,7 @@ class FeatureGP(GPModel):
         """Keep the statistics at the current feature parameters and let go of the
         rows (and of any cluster they were read on): what a model is after training on
         rows that are not in memory. The feature parameters are fixed from then on."""
-        if self.rows is None:
+        if self._rows is None:
             return self
         with torch.no_grad():
             gram, proj, yy = self.statistics()
@@ -191,20 +160,18 @@ class FeatureGP(GPModel):
         self.register_buffer("stat_n", torch.tensor(self.n, device=ref.device))
         for t in self.features.parameters():
             t.requires_grad_(False)
-        self.rows, self._stats_cache = None, None
+        self._rows, self._stats_cache = None, None
         return self
 
     def _pass(self, params: list[torch.Tensor]):
-        if self.rows is None:
-            gram, proj = _Statistics.apply(self.features, self.X, self.y, self.chunk, *params)
-            return gram, proj, self.y @ self.y
         r = self.rows
+        dtype = self.noise.dtype
         if params:
             s = distributed.streamed_statistics(self.features, r.partitions, r.scaler,
-                                                r.client, r.rows)
+                                                r.client, r.rows, dtype)
         else:
             s = distributed.statistics(self.features, r.partitions, scaler=r.scaler,
-                                       client=r.client, rows=r.rows)
+                                       client=r.client, rows=r.rows, dtype=dtype)
         self._n = int(s.n)
         return s.gram, s.proj, s.yy
 

@@ -26,7 +26,6 @@ from ..linalg.lowrank import low_rank_inverse, pivoted_cholesky
 from .grief import grief_preconditioner
 
 PRECONDITIONERS = ("pivchol", "grief", "none")
-_MATERN_NAMES = {0.5: "matern12", 1.5: "matern32", 2.5: "matern52"}
 
 
 def separable_form(kernel: Kernel, d: int) -> tuple[str, torch.Tensor, torch.Tensor]:
@@ -35,13 +34,15 @@ def separable_form(kernel: Kernel, d: int) -> tuple[str, torch.Tensor, torch.Ten
 
     Accepted: RBF (one or d lengthscales, all columns), a 1-D Matérn when d = 1, or a
     product of 1-D Matérns of one ν covering each column once; each optionally inside
-    one Scale. Anything else raises ValueError."""
+    one Scale. The base-kernel name is the kernel's own
+    (:meth:`~gpscale.kernels.Kernel.spectral_density`). Anything else raises ValueError."""
     scale = torch.ones((), dtype=torch.float64)
     base = kernel
     if isinstance(base, Scale):
         scale, base = base.outputscale.detach().reshape(()), base.base
     if isinstance(base, RBF) and base.active_dims in (None, list(range(d))):
-        return "rbf", base.lengthscale.detach().reshape(-1).expand(d).clone(), scale
+        return (base.spectral_density().name,
+                base.lengthscale.detach().reshape(-1).expand(d).clone(), scale)
     parts: list[Kernel] = []
 
     def walk(k: Kernel) -> None:
@@ -53,14 +54,14 @@ def separable_form(kernel: Kernel, d: int) -> tuple[str, torch.Tensor, torch.Ten
 
     walk(base)
     materns = [k for k in parts if isinstance(k, Matern)]
-    if len(materns) == len(parts) and len({k.nu for k in materns}) == 1:
+    if len(materns) == len(parts) and len({k.spectral_density() for k in materns}) == 1:
         dims = [k.active_dims if k.active_dims is not None else
                 (list(range(d)) if d == 1 else None) for k in materns]
         if all(c is not None and len(c) == 1 for c in dims) and \
                 sorted(c[0] for c in dims) == list(range(d)):
             order = sorted(range(len(materns)), key=lambda i: dims[i][0])
             ls = torch.cat([materns[i].lengthscale.detach().reshape(-1) for i in order])
-            return _MATERN_NAMES[materns[0].nu], ls, scale
+            return materns[0].spectral_density().name, ls, scale
     raise ValueError(
         f"the GRIEF preconditioner needs a separable kernel: RBF over all {d} columns or "
         "a product of 1-D Matérns (one per column), optionally inside one Scale; got "

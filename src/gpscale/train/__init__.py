@@ -1,8 +1,12 @@
 """Trainers: each takes a model (and data) and returns a :class:`FitResult`."""
 
-from .admm import cg_predict, fit_admm_hocv
-from .admm_kfold import fit_admm_consensus, fit_admm_kfold
-from .admm_run import ADMMDivergenceError
+from .admm import (
+    ADMMDivergenceError,
+    cg_predict,
+    fit_admm_consensus,
+    fit_admm_hocv,
+    fit_admm_kfold,
+)
 from .grief import default_num_features, fit_grief_i, fit_grief_ii, init_exact, separable_kernel
 from .lbfgs import fit_lbfgs
 from .mcmc import MCMCResult, effective_sample_size, lognormal_from_mode_variance, mala

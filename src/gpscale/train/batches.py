@@ -1,6 +1,6 @@
 """Minibatches drawn from a data source: how the minibatch trainers (MINIMAX and SCGD,
 Shoham & Avron §3.1–3.2; BSGD, §4.2; SVGP, Hensman et al. 2013 §4) read rows that stay
-in their files (:class:`~gpscale.models.feature.PartitionRows`).
+in their files (:class:`~gpscale.io.Rows`).
 
 In memory the trainers index a full random permutation of the n rows per epoch
 (:func:`gpscale.train.minibatch.epoch_batches`). A source cannot be indexed at random
@@ -84,7 +84,7 @@ class ShuffledStream:
 
     @classmethod
     def from_rows(cls, rows: Any, batch_size: int, **kwargs: Any) -> ShuffledStream:
-        """The stream over a :class:`~gpscale.models.feature.PartitionRows` (its
+        """The stream over a :class:`~gpscale.io.Rows` (its
         partitions and scaler; ``kwargs`` as for the constructor)."""
         kwargs.setdefault("num_features", rows.num_features)
         return cls(rows.partitions, batch_size, scaler=rows.scaler, **kwargs)

@@ -11,7 +11,7 @@ The paper's protocol: p = min(1000, 10^⌊log10 n⌋), m̄ = 10, and the base ke
 hyperparameters initialised by exact-GP ML-II on min(n, 1000) random points.
 
 Both trainers take the rows as tensors in memory or as
-:class:`~gpscale.models.feature.PartitionRows` (y None) that stay in their files or on a
+:class:`~gpscale.io.Rows` (y None) that stay in their files or on a
 dask cluster: then one pass (:mod:`gpscale.train.grid_pass`) gives n, the grid and the
 random points of the initialisation, and every later pass is a statistics (and for
 GRIEF-II gradient) pass over the partitions.
@@ -26,9 +26,9 @@ from typing import NamedTuple
 import torch
 
 from ..features.grief import KERNELS_1D, GriefFeatures, check_grid
-from ..kernels import RBF, Kernel, Matern, Scale
+from ..io.rows import as_rows
+from ..kernels import RBF, Kernel, Matern, Scale, SpectralDensity
 from ..models import ExactGP, FeatureGP
-from ..models.feature import PartitionRows
 from ..models.grief import GriefIPosterior, OrthogonalGrief
 from ..models.precond import separable_form
 from ..validation import check_xy
@@ -36,8 +36,6 @@ from .grid_pass import QUANTILE_SAMPLE, summarize_rows, summary_grids
 from .lbfgs import fit_lbfgs
 from .mcmc import MCMCResult, lognormal_from_mode_variance, mala
 from .result import FitResult
-
-_NU = {"matern12": 0.5, "matern32": 1.5, "matern52": 2.5}
 
 
 def default_num_features(n: int) -> int:
@@ -50,24 +48,31 @@ def default_num_features(n: int) -> int:
 def separable_kernel(kernel: str, d: int, lengthscale: torch.Tensor | float = 1.0) -> Kernel:
     """The exact separable base kernel Πᵢ kᵢ(xᵢ, zᵢ) that GRIEF approximates (unit
     variance): RBF-ARD (separable as it is) or a product of 1-D Matérns."""
-    ls = torch.as_tensor(lengthscale, dtype=torch.float64).reshape(-1).expand(d)
-    if kernel == "rbf":
-        return RBF(ls.clone(), ard_dims=d)
-    if kernel not in _NU:
+    ls = torch.as_tensor(lengthscale, dtype=torch.float64).reshape(-1)
+    if ls.numel() not in (1, d):
+        raise ValueError(f"lengthscale has {ls.numel()} values for {d} input columns; give "
+                         f"one value or {d}")
+    ls = ls.expand(d)
+    if kernel not in KERNELS_1D:
         raise ValueError(f"unknown GRIEF base kernel {kernel!r}; choose one of {KERNELS_1D}")
-    k: Kernel = Matern(_NU[kernel], float(ls[0]), active_dims=[0])
+    density = SpectralDensity.from_name(kernel)
+    if density.family == "rbf":
+        return RBF(ls.clone(), ard_dims=d)
+    k: Kernel = Matern(density.nu, float(ls[0]), active_dims=[0])
     for i in range(1, d):
-        k = k * Matern(_NU[kernel], float(ls[i]), active_dims=[i])
+        k = k * Matern(density.nu, float(ls[i]), active_dims=[i])
     return k
 
 
 def init_exact(
     X: torch.Tensor, y: torch.Tensor, kernel: str = "rbf", num_points: int = 1000,
-    max_iter: int = 100, seed: int | None = 0,
+    max_iter: int = 100, seed: int | None = 0, start: dict | None = None,
 ) -> dict[str, torch.Tensor]:
     """The paper's initialisation: exact-GP ML-II (L-BFGS) of the separable base kernel
     with a signal variance on min(n, ``num_points``) random points. Starts from
-    lengthscale = column std, signal variance = var(y), σ² = var(y)/10.
+    lengthscale = column std, signal variance = var(y), σ² = var(y)/10, or from the
+    ``"lengthscale"`` (one or d values) and ``"outputscale"`` that ``start`` gives (the
+    values a kernel was given, :meth:`~gpscale.kernels.SpectralFacts.given`).
     Returns ``{"lengthscale", "outputscale", "noise"}``."""
     n, d = X.shape
     gen = torch.Generator().manual_seed(int(seed or 0))
@@ -76,7 +81,11 @@ def init_exact(
     scale = Xs.std(0).nan_to_num(1.0).clamp_min(1e-3) if Xs.shape[0] > 1 else torch.ones(d)
     var_y = float(ys.var()) if ys.numel() > 1 else 1.0
     var_y = var_y if var_y > 0 else 1.0
-    model = ExactGP(Scale(separable_kernel(kernel, d, scale.cpu()), var_y), Xs, ys,
+    start = start or {}
+    if start.get("lengthscale") is not None:
+        scale = torch.as_tensor(start["lengthscale"], dtype=torch.float64)
+    s0 = float(start["outputscale"]) if start.get("outputscale") is not None else var_y
+    model = ExactGP(Scale(separable_kernel(kernel, d, scale.cpu()), s0), Xs, ys,
                     noise=0.1 * var_y, device=X.device)
     fit_lbfgs(model, max_iter=max_iter, method="exact-init")
     return {"lengthscale": separable_form(model.kernel.base, d)[1],
@@ -99,18 +108,17 @@ class _Data(NamedTuple):
 def _training_data(X, y, m_bar: int, grid: str, init_points: int, quantile_sample: int,
                    chunk: int | None, seed: int | None, dtype: torch.dtype,
                    device: torch.device | str | None) -> _Data:
-    """Tensors X, y as given; or ``X = PartitionRows`` (y None): one pass over the
+    """Tensors X, y as given; or ``X = Rows`` (y None): one pass over the
     partitions (:func:`~gpscale.train.grid_pass.summarize_rows`) for n, the grids and a
     uniform sample of min(n, ``init_points``) rows for the initialisation (the sample
     holds ``quantile_sample`` rows for a quantile grid), the rows left where they are."""
-    if not isinstance(X, PartitionRows):
-        X, y = check_xy(X, y, dtype, device)
+    rows = as_rows(X, y)
+    if rows.held is not None:  # every row in memory: used as it is
+        X, y = check_xy(*rows.held, dtype, device)
         var_y = float(y.var()) if X.shape[0] > 1 and float(y.var()) > 0 else 1.0
         return _Data((X, y), X.shape[0], X.shape[1], var_y, None,
                      {"X": X, "y": y, "chunk": chunk}, X.device)
-    if y is not None:
-        raise ValueError("with X = PartitionRows the targets come with the rows: y must be "
-                         "None")
+    X = rows
     size = max(1, int(init_points)) if grid == "uniform" else max(int(init_points),
                                                                   int(quantile_sample), 1)
     summary = summarize_rows(X.partitions, X.num_features, size=size, max_distinct=m_bar,
@@ -133,6 +141,7 @@ def fit_grief_ii(
     grid: str = "uniform",
     init: str = "exact",
     init_points: int = 1000,
+    start: dict | None = None,
     lengthscale: float | list[float] | torch.Tensor | None = None,
     outputscale: float | None = None,
     noise: float | None = None,
@@ -156,7 +165,9 @@ def fit_grief_ii(
     (lengthscale, signal variance, σ²) by exact ML-II on min(n, ``init_points``)
     random points (the paper); ``init="none"`` starts from ``lengthscale``/
     ``outputscale``/``noise`` (defaults 1, var(y), var(y)/10); explicit values
-    override the exact initialisation.
+    override the exact initialisation. ``start``: ``{"lengthscale", "outputscale"}``
+    (either may be absent) to start from instead of the defaults, with ``init="exact"``
+    the start of its ML-II (:func:`init_exact`): the values a kernel was given.
     ``rescale_init``: then move the signal variance and σ² (those not given
     explicitly) to the best point of a log grid for the GRIEF model itself at the
     initial lengthscales (:func:`set_best_scale_and_noise`; never worse). L-BFGS
@@ -170,7 +181,7 @@ def fit_grief_ii(
     re-selection: once the top p are re-selected there, the NLML can be worse than
     at the start.) X and y
     are used as given (standardise them first, as ``gpscale.fit`` does). ``X`` may
-    be :class:`PartitionRows` (y None, ``chunk`` unused): the grid and the random
+    be :class:`~gpscale.io.Rows` (y None, ``chunk`` unused): the grid and the random
     points come from one pass (a "quantile" grid from a sample of ``quantile_sample``
     rows, see :func:`~gpscale.train.grid_pass.summary_grids`). The result's
     ``wall_s`` includes that pass and the initialisation.
@@ -194,7 +205,10 @@ def fit_grief_ii(
     theta = {"lengthscale": torch.ones(d, dtype=dtype), "outputscale": torch.tensor(var_y),
              "noise": torch.tensor(0.1 * var_y)}
     if init == "exact":
-        theta = init_exact(*data.init, kernel, init_points, init_max_iter, seed)
+        theta = init_exact(*data.init, kernel, init_points, init_max_iter, seed, start=start)
+    else:
+        theta.update({k: torch.as_tensor(v, dtype=dtype) for k, v in (start or {}).items()
+                      if v is not None})
     if lengthscale is not None:
         theta["lengthscale"] = torch.as_tensor(lengthscale, dtype=dtype)
     if outputscale is not None:
@@ -282,6 +296,7 @@ def fit_grief_i(
     thin: int = 50,
     init_points: int = 1000,
     init_max_iter: int = 100,
+    start: dict | None = None,
     w_prior: tuple[float, float] = (1.0, 100.0),
     noise_prior_variance: float = 0.04,
     quantile_sample: int = QUANTILE_SAMPLE,
@@ -292,14 +307,15 @@ def fit_grief_i(
     device: torch.device | str | None = None,
 ) -> tuple[GriefIPosterior, MCMCResult]:
     """GP-GRIEF-I: MALA over the eigenfunction weights w and σ² of the re-weighted
-    kernel (eq. 16), with the base-kernel θ fixed at the exact-GP initialisation.
+    kernel (eq. 16), with the base-kernel θ fixed at the exact-GP initialisation (from
+    ``start``, as :func:`fit_grief_ii`).
 
     Each step is O(p̃) (:class:`OrthogonalGrief`, §5). Priors as the paper: log-normal
     with (mode, variance) ``w_prior`` = (1, 100) for every wᵢ and (σ₀², 0.04) for σ²;
     sampling on z = log(w, σ²) with the log-Jacobian Σ z in the target, from the
     prior mode; ``burn`` warm-up draws (step size adapted, then fixed) are discarded
     and every ``thin``-th kept. Returns the mixture predictor and the chain. ``X``
-    may be :class:`PartitionRows` (y None) as for :func:`fit_grief_ii`: after the
+    may be :class:`~gpscale.io.Rows` (y None) as for :func:`fit_grief_ii`: after the
     grid pass one statistics pass, then MALA never reads a row again; the posterior
     keeps n, not the rows.
     """
@@ -309,7 +325,7 @@ def fit_grief_i(
     data = _training_data(X, y, m_bar, grid, init_points, quantile_sample, chunk, seed,
                           dtype, device)
     dev = data.device
-    theta = init_exact(*data.init, kernel, init_points, init_max_iter, seed)
+    theta = init_exact(*data.init, kernel, init_points, init_max_iter, seed, start=start)
     features = _features(data, p, m_bar, kernel, grid, theta["lengthscale"], dtype)
     features.raw_lengthscale.requires_grad_(False)
     stats_model = FeatureGP(features, weights="fixed", dtype=dtype, device=dev, **data.rows)

@@ -1,5 +1,7 @@
 """Fitting an :class:`~gpscale.models.sgpr.SGPR`: inducing inputs initialised at random
-training inputs or k-means centres, then Z and the hyperparameters jointly by L-BFGS."""
+training inputs or k-means centres, then Z and the hyperparameters jointly by L-BFGS
+(after a warm start on a sample of rows, :func:`gpscale.train.starts.warm_start_sgpr`,
+when asked for)."""
 
 from __future__ import annotations
 
@@ -10,6 +12,7 @@ from ..models.sgpr import SGPR
 from ..validation import as_matrix, check_xy
 from .lbfgs import fit_lbfgs
 from .result import FitResult
+from .starts import warm_start_sgpr
 
 
 def kmeans(X: torch.Tensor, m: int, seed: int = 0, iters: int = 25) -> torch.Tensor:
@@ -72,14 +75,7 @@ def fit_sgpr(X, y, kernel: Kernel, m: int, noise: float = 0.1,
         prepare(model)
     warm = None
     if warm_rows is not None and max(m, 1) < warm_rows < n:
-        idx = torch.randperm(n, generator=gen)[:warm_rows].to(X.device)
-        small = SGPR(model.kernel, X[idx], y[idx], model.Z.detach(),
-                     noise=float(model.noise.detach()), learn_z=learn_z, dtype=dtype,
-                     device=X.device)
-        warm = fit_lbfgs(small, small.objective, max_iter=warm_iter, warn=False, **options)
-        with torch.no_grad():  # the kernel is shared; Z and the noise are copied over
-            model.Z.copy_(small.Z)
-            model.raw_noise.copy_(small.raw_noise)
+        warm = warm_start_sgpr(model, X, y, warm_rows, gen, warm_iter, **options)
     result = fit_lbfgs(model, model.objective, max_iter=max_iter, **options)
     if warm is not None:
         result.n_evals += warm.n_evals

@@ -9,7 +9,7 @@ iterate kept) and returns ``(FeatureGP(weights="fixed"), FitResult)``: K = ΦΦ�
 with the learned features and σ². Per step the memory is O(d² + b·d) plus the
 feature map's activations on the batch, independent of n.
 
-``X`` may also be :class:`PartitionRows` (y None): rows that stay in their files. The
+``X`` may also be :class:`~gpscale.io.Rows` (y None): rows that stay in their files. The
 minibatches then come from a :class:`~gpscale.train.batches.ShuffledStream` (partitions
 in a random order through a shuffle buffer of ``buffer_rows`` rows; in memory it is
 always the full permutation), an independent batch S̄ (MINIMAX; SCGD with
@@ -27,9 +27,9 @@ import math
 import torch
 
 from ..features import FeatureMap
+from ..io.rows import as_rows
 from ..linalg import robust_cholesky
 from ..models import FeatureGP
-from ..models.feature import PartitionRows
 from ..params import LOG_2PI, positive_params
 from ..validation import check_positive
 from .batches import ShuffledStream
@@ -67,15 +67,8 @@ def _setup(X, y, features, noise, dtype, device) -> tuple[FeatureGP, list[torch.
         raise ValueError(f"features must be a gpscale FeatureMap (e.g. RandomFourierFeatures, "
                          f"NeuralFeatures), got {type(features).__name__}")
     noise = _positive("noise", noise)
-    if isinstance(X, PartitionRows):
-        if y is not None:
-            raise ValueError("with X = PartitionRows the targets come with the rows; y must "
-                             "be None")
-        model = FeatureGP(features, rows=X, noise=noise, weights="fixed", dtype=dtype,
-                          device=device)
-    else:
-        model = FeatureGP(features, X, y, noise=noise, weights="fixed", dtype=dtype,
-                          device=device)
+    model = FeatureGP(features, rows=as_rows(X, y), noise=noise, weights="fixed",
+                      dtype=dtype, device=device)
     alpha = [p for p in model.features.parameters() if p.requires_grad]
     return model, alpha
 
@@ -120,7 +113,7 @@ def _reader(model: FeatureGP, batch_size: int, seed: int, buffer_rows: int | Non
     n = model.n
     check_batch_size(batch_size, n)
     gen_bar = make_generator(int(seed) + 7919)
-    if model.rows is None:
+    if model.holds_rows:
         if buffer_rows is not None:
             raise ValueError("buffer_rows applies to rows streamed from a source; "
                              "minibatches of X, y in memory come from a full permutation")
@@ -135,9 +128,9 @@ def _reader(model: FeatureGP, batch_size: int, seed: int, buffer_rows: int | Non
 
 
 def _done(model: FeatureGP) -> None:
-    """A model trained from a source keeps its statistics at the final θ, not the rows."""
-    if model.rows is not None:
-        model.freeze()
+    """A model trained from a source keeps its statistics at the final θ, not the rows
+    (one that holds its rows in memory keeps them)."""
+    model.freeze()
 
 
 def fit_minimax(
@@ -172,7 +165,7 @@ def fit_minimax(
     see :data:`~gpscale.train.minibatch.LR_SCHEDULES`).
     ``track_constraint``: add ``constraint_gap`` = ‖A − F(θ)‖/‖A‖ and ``mu`` to each
     checkpoint of the history (one more statistics pass per checkpoint).
-    ``buffer_rows``: the shuffle buffer when ``X`` is :class:`PartitionRows` (see the
+    ``buffer_rows``: the shuffle buffer when ``X`` is :class:`~gpscale.io.Rows` (see the
     module docstring); S̄ then comes from a second, independently seeded stream.
     """
     if dual_init not in ("balanced", "zero"):

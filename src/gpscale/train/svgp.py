@@ -7,7 +7,7 @@ the same feature map), AdaDelta/Adam, and the learned hyperparameters scored by 
 *exact* NLML of the weight-space model (``evaluate="feature-nlml"``), keeping the
 iterate with the best score as the paper reports.
 
-``X`` may be :class:`PartitionRows` (y None), rows that stay in their files: Z is then
+``X`` may be :class:`~gpscale.io.Rows` (y None), rows that stay in their files: Z is then
 drawn by reservoir sampling in one pass (plus one pass per k-means iteration), the
 optimal q(u) start is one more pass, the minibatches come from a
 :class:`~gpscale.train.batches.ShuffledStream` (``buffer_rows``), and each
@@ -25,10 +25,11 @@ from collections.abc import Callable, Iterable
 import torch
 
 from ..features import FeatureMap
+from ..io.rows import Rows, as_rows
 from ..kernels import Kernel, Scale
 from ..kernels.feature import FeatureKernel
 from ..linalg import CholeskyError
-from ..models.feature import FeatureGP, PartitionRows
+from ..models.feature import FeatureGP
 from ..models.svgp import SVGP
 from ..validation import check_positive, check_xy
 from .batches import ShuffledStream
@@ -49,18 +50,16 @@ def exact_feature_nlml(features: FeatureMap, X: torch.Tensor, y: torch.Tensor, n
                        variance=1.0, chunk: int | None = None) -> float:
     """Exact NLML per point of the weight-space GP K = s² ΦΦᵀ + σ²I (s² = ``variance``;
     FeatureGP with weights="fixed" when s² = 1), from one streaming pass over X (or over
-    the partitions of ``X = PartitionRows``, y None)."""
+    the partitions of ``X = Rows``, y None)."""
     noise, variance = check_positive("noise", noise), check_positive("variance", variance)
     weights = "fixed" if variance == 1.0 else "scalar"
-    if isinstance(X, PartitionRows):
-        ref = next(itertools.chain(features.parameters(), features.buffers()),
-                   torch.zeros((), dtype=torch.float64))
-        dtype = ref.dtype if ref.is_floating_point() else torch.float64
-        model = FeatureGP(features, rows=X, noise=noise, weights=weights, chunk=chunk,
-                          dtype=dtype, device=ref.device)
-    else:
-        model = FeatureGP(features, X, y, noise=noise, weights=weights, chunk=chunk,
-                          dtype=X.dtype, device=X.device)
+    rows = as_rows(X, y)
+    ref = next(itertools.chain(features.parameters(), features.buffers()),
+               torch.zeros((), dtype=torch.float64))
+    ref = rows.held[0] if rows.held is not None else ref  # rows in memory: their dtype
+    dtype = ref.dtype if ref.is_floating_point() else torch.float64
+    model = FeatureGP(features, rows=rows, noise=noise, weights=weights, chunk=chunk,
+                      dtype=dtype, device=ref.device)
     if weights == "scalar":
         model.weight = torch.tensor([variance], dtype=model.noise.dtype)
     return float(model.nlml()) / model.n
@@ -206,13 +205,15 @@ def fit_svgp(X, y, kernel: Kernel, num_inducing: int, batch_size: int, epochs: f
     first pushes the kernel's scale down, which can switch a ReLU feature network off
     for good before q(u) has learned anything. ``lr_schedule``: ``"constant"``,
     ``"cosine"`` or ``"power"`` (:data:`~gpscale.train.minibatch.LR_SCHEDULES`).
-    ``X = PartitionRows`` (y None): trained from a source, see the module docstring;
+    ``X = Rows`` (y None): trained from a source, see the module docstring;
     ``buffer_rows``: its shuffle buffer (:class:`~gpscale.train.batches.ShuffledStream`)."""
     if q_init not in ("optimal", "prior"):
         raise ValueError(f"q_init must be 'optimal' or 'prior', got {q_init!r}")
     lr_schedule = check_lr_schedule(lr_schedule)
-    if isinstance(X, PartitionRows):
-        model, stream = _streamed_svgp(X, y, kernel, num_inducing, batch_size, noise, seed,
+    data = as_rows(X, y)
+    if data.held is None:  # rows in files or on a cluster: minibatches through a buffer
+        X, y = data, None
+        model, stream = _streamed_svgp(data, kernel, num_inducing, batch_size, noise, seed,
                                        init, whiten, dtype, device, buffer_rows)
         if q_init == "optimal":
             model.set_optimal_q_chunks(stream.chunks())
@@ -221,8 +222,8 @@ def fit_svgp(X, y, kernel: Kernel, num_inducing: int, batch_size: int, epochs: f
         if buffer_rows is not None:
             raise ValueError("buffer_rows applies to rows streamed from a source; "
                              "minibatches of X, y in memory come from a full permutation")
-        model, X, y = make_svgp(X, y, kernel, num_inducing, noise, seed, init, whiten, dtype,
-                                device)
+        model, X, y = make_svgp(*data.held, kernel, num_inducing, noise, seed, init, whiten,
+                                dtype, device)
         if q_init == "optimal":
             model.set_optimal_q(X, y)
         batches, rows = None, lambda batch: (X[batch], y[batch])
@@ -251,14 +252,11 @@ def fit_svgp(X, y, kernel: Kernel, num_inducing: int, batch_size: int, epochs: f
     return model, result
 
 
-def _streamed_svgp(rows: PartitionRows, y, kernel: Kernel, num_inducing: int,
+def _streamed_svgp(rows: Rows, kernel: Kernel, num_inducing: int,
                    batch_size: int, noise: float, seed, init: str, whiten: bool,
                    dtype: torch.dtype, device, buffer_rows: int | None
                    ) -> tuple[SVGP, ShuffledStream]:
     """:func:`make_svgp` on rows read from a source, and the stream of their minibatches."""
-    if y is not None:
-        raise ValueError("with X = PartitionRows the targets come with the rows; y must be "
-                         "None")
     if not isinstance(kernel, Kernel):
         raise ValueError(f"kernel must be a gpscale Kernel, got {type(kernel).__name__}")
     check_positive("noise", noise)

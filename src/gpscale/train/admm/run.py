@@ -1,5 +1,5 @@
 """Running GPCV-ADMM to a :class:`FitResult`, shared by the hold-out trainer
-(:mod:`gpscale.train.admm`) and the K-fold ones (:mod:`gpscale.train.admm_kfold`):
+(:mod:`gpscale.train.admm.holdout`) and the K-fold ones (:mod:`gpscale.train.admm.kfold`):
 argument checks, the iteration loop of Algorithm 1 with its stopping rules, and the
 result at the end (ML overall scale, divergence warning or error)."""
 
@@ -12,12 +12,12 @@ from typing import Any
 
 import torch
 
-from ..models.exact import ExactGP
-from ..progress import progress_bar
-from .admm_core import HoldoutADMM
-from .admm_options import ADMMOptions
-from .admm_scale import calibrate_scale
-from .result import FitResult, theta_of
+from ...models.exact import ExactGP
+from ...progress import progress_bar
+from ..result import FitResult, theta_of
+from .core import HoldoutADMM
+from .options import ADMMOptions
+from .scale import calibrate_scale
 
 
 class ADMMDivergenceError(RuntimeError):
@@ -103,7 +103,8 @@ def run_holdout(state: HoldoutADMM, max_iter: int, progress: bool = False,
             "n_evals": state.n_evals}
 
 
-#: rank of the preconditioner of the one CG solve on all n points for the ML scale
+#: rank of the preconditioner of the one CG solve on all n points for the ML scale: with
+#: σ² near its floor a low rank costs many CG iterations (benchmarks/results/precond.md)
 SCALE_PRECOND_RANK = 1000
 
 
@@ -127,7 +128,7 @@ def finish_fit(out: dict[str, Any], model: ExactGP, method: str, t0: float,
 
     After a run that ended normally (converged or max_iter), ``scale="ml"`` sets the
     overall variance scale, which the CV loss cannot identify, to its maximum-likelihood
-    value (:mod:`gpscale.train.admm_scale`); the factor goes into the last history row
+    value (:mod:`gpscale.train.admm.scale`); the factor goes into the last history row
     as ``scale_factor`` (None: not applicable); its CG solve is set by
     :func:`scale_cg_options`. Diverged or interrupted runs keep the
     best θ exactly as it was."""

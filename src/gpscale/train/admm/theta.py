@@ -1,5 +1,5 @@
 """The θ-step of Algorithm 1 as the paper takes it (eq. 11a, 12), and the descent
-machinery it shares with the tangent θ-step (:mod:`gpscale.train.admm_tangent`).
+machinery it shares with the tangent θ-step (:mod:`gpscale.train.admm.tangent`).
 
 The paper minimises L_ρ(θ, z^η, λ^η) over θ (11a) inexactly, by gradient steps
 
@@ -17,8 +17,8 @@ import math
 
 import torch
 
-from .admm_lagrangian import HoldoutLagrangian
-from .admm_options import ADMMOptions
+from .lagrangian import HoldoutLagrangian
+from .options import ADMMOptions
 
 
 def usable(g: torch.Tensor) -> bool:

@@ -28,15 +28,15 @@ from typing import Any
 
 import torch
 
-from ..distributed import fold_map
-from ..kernels import Kernel
-from ..models.exact import ExactGP
-from ..params import positive_params
-from ..rng import as_generator
-from .admm_core import HoldoutADMM
-from .admm_options import ADMMOptions, make_options
-from .admm_run import check_fit_args, finish_fit, run_holdout
-from .result import FitResult, theta_of
+from ...distributed import fold_map
+from ...kernels import Kernel
+from ...models.exact import ExactGP
+from ...params import positive_params
+from ...rng import as_generator
+from ..result import FitResult, theta_of
+from .core import HoldoutADMM
+from .options import ADMMOptions, make_options
+from .run import check_fit_args, finish_fit, run_holdout
 
 
 @dataclass

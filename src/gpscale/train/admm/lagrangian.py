@@ -22,12 +22,12 @@ from __future__ import annotations
 
 import torch
 
-from ..kernels.chunked import auto_block
-from ..linalg import cg
-from ..models.exact import ExactGP
-from ..params import positive_params
-from .admm_ops import KernelOps, rank1_vjp
-from .admm_options import ADMMOptions, dense_blocks
+from ...kernels.chunked import auto_block
+from ...linalg import cg
+from ...models.exact import ExactGP
+from ...params import positive_params
+from .ops import KernelOps, rank1_vjp
+from .options import ADMMOptions, dense_blocks
 
 
 class HoldoutLagrangian:

@@ -16,11 +16,11 @@ full data: O(n²) per CG iteration, no O(n³) step, no change to the CV loss.
 
 from __future__ import annotations
 
-from ..kernels import Kernel, Scale
-from ..kernels.base import Product, Sum
-from ..kernels.stationary import Linear
-from ..models.exact import ExactGP
-from .admm_ops import solve_full
+from ...kernels import Kernel, Scale
+from ...kernels.base import Product, Sum
+from ...kernels.stationary import Linear
+from ...models.exact import ExactGP
+from .ops import solve_full
 
 
 def scale_handles(kernel: Kernel) -> list[tuple[Kernel, str]] | None:
@@ -43,7 +43,7 @@ def ml_scale_factor(model: ExactGP, tol: float = 1e-8, max_iter: int | None = No
                     preconditioner: str = "pivchol", dense_bytes: int = 2**30) -> float:
     """c = (y − m)ᵀ C⁻¹ (y − m) / n at the model's θ: multiplying every signal variance
     and σ² by c maximises the marginal likelihood over the overall scale (CG solve:
-    :func:`~gpscale.train.admm_ops.solve_full`)."""
+    :func:`~gpscale.train.admm.ops.solve_full`)."""
     alpha, _ = solve_full(model, tol, max_iter, precond_rank, block, preconditioner,
                           dense_bytes)
     r = model.y - model.mean_constant.detach()

@@ -1,16 +1,16 @@
 """Hold-out GPCV-ADMM (Xu, Yin, Zhang, Luo, Cui; Algorithm 1) on one split.
 
 Algorithm 1 alternates, on the augmented Lagrangian L_ρ(θ, z, λ) of eq. (11)
-(:mod:`gpscale.train.admm_lagrangian`), from z⁰ = C(θ⁰)⁻¹ y_T (eq. 10) and λ⁰:
+(:mod:`gpscale.train.admm.lagrangian`), from z⁰ = C(θ⁰)⁻¹ y_T (eq. 10) and λ⁰:
 
     θ^{η+1} = argmin_θ L_ρ(θ, z^η, λ^η)                 (11a), by steps of eq. (12)
     z^{η+1} = argmin_z L_ρ(θ^{η+1}, z, λ^η)             (11b), the quadratic (13), by CG
     λ^{η+1} = λ^η + ρ′ (C(θ^{η+1}) z^{η+1} − y_T)       (11c)
 
-The θ-step is the paper's (:class:`~gpscale.train.admm_theta.PaperThetaStep`: a few
+The θ-step is the paper's (:class:`~gpscale.train.admm.theta.PaperThetaStep`: a few
 Armijo-backtracked gradient steps in the unconstrained raw space of *all*
 hyperparameters, noise included, with z held) or, with ``coupling="tangent"``, ours
-(:class:`~gpscale.train.admm_tangent.TangentThetaStep`: z moves with θ). The z-step
+(:class:`~gpscale.train.admm.tangent.TangentThetaStep`: z moves with θ). The z-step
 uses only products with K_VT, K_VTᵀ and C; the dual step may use a separate ρ′.
 
 Convergence. With z fixed, moving θ by δ costs ρ/2 ‖J δ‖² (J = ∂(C z)/∂θ), so one
@@ -33,16 +33,14 @@ import math
 
 import torch
 
-from ..linalg import cg
-from ..models.exact import ExactGP
-from .admm_lagrangian import HoldoutLagrangian
-from .admm_options import ADMMOptions, dense_blocks
-from .admm_tangent import TangentThetaStep
-from .admm_theta import DescentMemory, PaperThetaStep
+from ...linalg import cg
+from ...models.exact import ExactGP
+from .lagrangian import HoldoutLagrangian
+from .options import ADMMOptions
+from .tangent import TangentThetaStep
+from .theta import DescentMemory, PaperThetaStep
 
-#: public names (``ADMMOptions`` and ``dense_blocks`` live in
-#: :mod:`~gpscale.train.admm_options` and are importable from here too)
-__all__ = ["HoldoutADMM", "THETA_STEPS", "ADMMOptions", "dense_blocks"]
+__all__ = ["HoldoutADMM", "THETA_STEPS"]
 
 #: the θ-step of each ``coupling``: the paper's (eq. 12, z held) and ours (z moves)
 THETA_STEPS = {"fixed": PaperThetaStep, "tangent": TangentThetaStep}

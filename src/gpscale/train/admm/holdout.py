@@ -1,10 +1,10 @@
-"""GPCV-ADMM trainers (Xu, Yin, Zhang, Luo, Cui): hold-out CV (Algorithm 1), and the
-K-fold schemes of §3.2 (:mod:`gpscale.train.admm_kfold`), plus a CG predictive mean.
+"""Hold-out GPCV-ADMM (Xu, Yin, Zhang, Luo, Cui; Algorithm 1), method ``admm-hocv``.
 
 ``fit_admm_hocv(model)`` splits the model's data into D_T and D_V (seeded, validation
-fraction ½ by default), runs Algorithm 1 (see :mod:`gpscale.train.admm_core`) and
-leaves the model holding the learned hyperparameters. Nothing here is O(n³): the
-z-steps and the final predictive solve are (preconditioned) conjugate gradients.
+fraction ½ by default, or the part the caller names), runs Algorithm 1 (see
+:mod:`gpscale.train.admm.core`) and leaves the model holding the learned
+hyperparameters. Nothing here is O(n³): the z-steps are (preconditioned) conjugate
+gradients. :data:`TANGENT` is the preset of our tangent θ-step.
 """
 
 from __future__ import annotations
@@ -14,26 +14,14 @@ from typing import Any
 
 import torch
 
-from ..models.exact import ExactGP
-from ..rng import as_generator
-from ..validation import as_matrix
-from .admm_core import HoldoutADMM
-from .admm_ops import solve_full
-from .admm_options import ADMMOptions, make_options
-from .admm_run import (
-    ADMMDivergenceError,
-    check_fit_args,
-    finish_fit,
-    run_holdout,
-    scale_cg_options,
-)
-from .result import FitResult
+from ...models.exact import ExactGP
+from ...rng import as_generator
+from ..result import FitResult
+from .core import HoldoutADMM
+from .options import ADMMOptions, make_options
+from .run import check_fit_args, finish_fit, run_holdout
 
-#: public names; ``ADMMDivergenceError``, ``ADMMOptions``, ``make_options`` and
-#: ``scale_cg_options`` live in :mod:`~gpscale.train.admm_run` and
-#: :mod:`~gpscale.train.admm_options` and are importable from here too
-__all__ = ["fit_admm_hocv", "holdout_split", "validation_split", "cg_predict", "TANGENT",
-           "ADMMDivergenceError", "ADMMOptions", "make_options", "scale_cg_options"]
+__all__ = ["fit_admm_hocv", "holdout_split", "validation_split", "TANGENT"]
 
 
 def holdout_split(n: int, val_fraction: float = 0.5,
@@ -100,14 +88,15 @@ def fit_admm_hocv(
     are :class:`ADMMOptions` fields (``rho=5, eps=1e-2, max_iter=100, ...``), given as
     ``options`` and/or keywords. ``objective`` and the history's ``cv_loss`` are the
     validation MSE ‖y_V − K_VT z‖²/n_V. On divergence the best θ is kept and a
-    RuntimeWarning (``on_divergence="warn"``) or :class:`ADMMDivergenceError` is raised.
+    RuntimeWarning (``on_divergence="warn"``) or
+    :class:`~gpscale.train.admm.run.ADMMDivergenceError` is raised.
     ``scale="ml"`` (default) then sets the overall variance scale, which CV leaves
     undetermined, to its maximum-likelihood value by one CG solve (``"keep"``: as ADMM
-    left it; see :mod:`gpscale.train.admm_scale`).
+    left it; see :mod:`gpscale.train.admm.scale`).
 
     The defaults are the paper's (fixed ρ = 5, λ⁰ = 1, ε = 1e-2, z held in the
     θ-step), with which θ moves little per iteration (see
-    :mod:`gpscale.train.admm_core`, "Convergence"). For a run that reaches the CV
+    :mod:`gpscale.train.admm.core`, "Convergence"). For a run that reaches the CV
     optimum in few iterations pass ``**TANGENT`` (``coupling="tangent"``: our θ-step,
     not the paper's; ρ = 20, the adjoint λ⁰, see :data:`TANGENT`).
     ``adaptive_rho=True, rho_mu=2.0, lam_init="adjoint"`` with a smaller ``eps`` keeps
@@ -139,36 +128,3 @@ def fit_admm_hocv(
 #: ``fit_admm_hocv(model, **TANGENT)``.
 TANGENT: dict[str, Any] = {"coupling": "tangent", "lam_init": "adjoint", "rho": 20.0,
                            "cg_max_iter": 50, "max_backtracks": 7, "eps": 1e-2}
-
-
-# -- prediction without O(n³) -------------------------------------------------------------
-
-def cg_predict(
-    model: ExactGP,
-    X_new,
-    *,
-    tol: float = 1e-8,
-    max_iter: int | None = None,
-    precond_rank: int = 50,
-    block: int | None = None,
-    return_info: bool = False,
-    preconditioner: str = "pivchol",
-    dense_bytes: int = 2**30,
-):
-    """Posterior mean K(X*, X) C⁻¹ (y − m) + m with C⁻¹(y − m) from preconditioned CG
-    (``preconditioner`` "pivchol": L Lᵀ + σ²I, L a rank-``precond_rank`` pivoted
-    Cholesky factor of K; "grief": s ΦΦᵀ + σ²I with p = ``precond_rank`` GRIEF
-    eigenfunctions, separable kernels only; both applied by Woodbury; "none" or rank 0:
-    plain CG; see :mod:`gpscale.models.precond`). K is held densely when its n² entries
-    fit in ``dense_bytes``, else its products are chunked (``block`` rows): O(n² ·
-    iterations) time, O(n · block) memory beyond that budget, no O(n³) step.
-    With ``return_info`` also returns the :class:`~gpscale.linalg.CGInfo`."""
-    Xs = as_matrix(X_new, "X_new", model.X.dtype, model.X.device)
-    if Xs.shape[1] != model.X.shape[1]:
-        raise ValueError(f"X_new has {Xs.shape[1]} columns but the model was trained on "
-                         f"{model.X.shape[1]}")
-    alpha, info = solve_full(model, tol, max_iter, precond_rank, block, preconditioner,
-                             dense_bytes)
-    with torch.no_grad():
-        mean = model.kernel.matmul(Xs, model.X, alpha, block) + model.mean_constant.detach()
-    return (mean, info) if return_info else mean

@@ -1,8 +1,8 @@
 """The tangent θ-step (``coupling="tangent"``): ours, not in the paper.
 
-The paper's θ-step (eq. 12, :class:`~gpscale.train.admm_theta.PaperThetaStep`) holds z,
-so the penalty ρ/2 ‖C(θ) z − y_T‖² pins θ near where z was made (see
-:mod:`gpscale.train.admm_core`, "Convergence"). Here z moves with θ instead, along the
+The paper's θ-step (eq. 12, :class:`~gpscale.train.admm.theta.PaperThetaStep`) holds
+z, so the penalty ρ/2 ‖C(θ) z − y_T‖² pins θ near where z was made (see
+:mod:`gpscale.train.admm.core`, "Convergence"). Here z moves with θ instead, along the
 curve that holds the residual r₀ = C z − y_T at its value where the θ-step started:
 
     C(θ + μ d) z(μ) = y_T + r₀,      z(μ) ≈ z + μ dz,   dz = −C⁻¹ J d,
@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import torch
 
-from ..linalg import cg
-from .admm_lagrangian import HoldoutLagrangian
-from .admm_theta import DescentMemory, armijo, usable
+from ...linalg import cg
+from .lagrangian import HoldoutLagrangian
+from .theta import DescentMemory, armijo, usable
 
 
 class TangentThetaStep:

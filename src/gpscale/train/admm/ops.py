@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import torch
 
-from ..kernels import Kernel
-from ..kernels.chunked import kernel_matmul
-from ..linalg import CGInfo, cg
-from ..models.precond import check_preconditioner, kernel_preconditioner
+from ...kernels import Kernel
+from ...kernels.chunked import kernel_matmul
+from ...linalg import CGInfo, cg
+from ...models.precond import check_preconditioner, kernel_preconditioner
 
 
 def rank1_vjp(kernel: Kernel, X1: torch.Tensor, X2: torch.Tensor, a: torch.Tensor,

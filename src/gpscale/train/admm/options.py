@@ -10,7 +10,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from ..models.precond import check_preconditioner
+from ...models.precond import check_preconditioner
 
 
 @dataclass
@@ -23,7 +23,7 @@ class ADMMOptions:
     last ``window`` iterations (rounds, for consensus). ``window=1`` is Algorithm 1's
     test verbatim; the default 10 (the authors' R code runs 10 iterations) never stops
     a run in its first 10 iterations, and does not take the slow, steady drift of θ
-    under a fixed ρ (see :mod:`gpscale.train.admm_core`, "Convergence": a few 1e-3
+    under a fixed ρ (see :mod:`gpscale.train.admm.core`, "Convergence": a few 1e-3
     per iteration) for convergence — with window 1 such a run stopped "converged"
     after one iteration with θ at its start. res_tol: additionally require the
     relative constraint residual ‖Cz − y_T‖/‖y_T‖ below it (None: the paper's rule
@@ -46,9 +46,9 @@ class ADMMOptions:
     ‖ρ Jᵀ C (z⁺ − z)‖/‖Jᵀλ‖ (J = ∂(C(θ) z)/∂θ), ρ ← ρ/rho_tau in the opposite case,
     kept in [rho_min, rho_max]; off by default (the paper's fixed ρ).
     coupling: how the θ-step treats z. "fixed" (the paper, eq. 12;
-    :class:`~gpscale.train.admm_theta.PaperThetaStep`): z is held, so the penalty pins θ
-    (:mod:`gpscale.train.admm_core`, "Convergence"). "tangent" (ours, not in the paper;
-    :class:`~gpscale.train.admm_tangent.TangentThetaStep`): z moves with θ along the
+    :class:`~gpscale.train.admm.theta.PaperThetaStep`): z is held, so the penalty pins
+    θ (:mod:`gpscale.train.admm.core`, "Convergence"). "tangent" (ours, not in the paper;
+    :class:`~gpscale.train.admm.tangent.TangentThetaStep`): z moves with θ along the
     curve that holds the residual C z − y_T at its value, first to the tangent point
     z + μ dz (dz = −C⁻¹ J d, one CG solve per step) and then ``curve_cg`` CG iterations
     onto the curve; the gradient is the hold-out CV gradient with the adjoint

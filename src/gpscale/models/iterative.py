@@ -1,0 +1,349 @@
+"""Exact GP regression by iterative solves: no n x n matrix, no O(n³) step.
+
+Same model as :class:`~gpscale.models.exact.ExactGP` (y = f(X) + ε, f ~ GP(m, k),
+ε ~ N(0, σ²), m zero or constant, the same parameters), but the weights
+
+    α = C⁻¹ (y − m),   C = K(X, X) + σ²I,
+
+come from preconditioned conjugate gradients (Hestenes & Stiefel 1952; as in BBMM,
+Gardner et al. 2018): every product C V is a pass over row blocks of K
+(:class:`~gpscale.linalg.operator.KernelOperator`, optionally float32 slabs with
+float64 sums), the preconditioner is P = L Lᵀ + σ²I with L a rank-r pivoted Cholesky
+factor of K, applied by Woodbury (:mod:`gpscale.models.precond`), and the variance
+cache's right-hand sides ride in the same passes as y − m
+(:mod:`gpscale.models.iterative_variance`).
+
+**Stop rule, in the data's units.** CG stops when ‖r‖ ≤ tol · ‖y − m‖, r = y − m − Cα̂.
+The error of the posterior mean at the training inputs is then K C⁻¹ r, and K C⁻¹ =
+I − σ²C⁻¹ has eigenvalues in [0, 1), so its root mean square over the n inputs is at
+most tol × RMS(y − m): with standardised y, ``tol`` = 1e-3 bounds it by a thousandth
+of y's standard deviation (the error at a test point near the data is of the same
+size). Predictive means then agree with a Cholesky solve to about ``tol``.
+
+Hyperparameters are not learned here (no stochastic log-determinant yet): fit them on
+a subsample (:class:`ExactGP`) and hand them over with :meth:`IterativeExactGP.from_exact`.
+"""
+
+from __future__ import annotations
+
+import copy
+import time
+import warnings
+from typing import Any
+
+import torch
+from torch import nn
+
+from .. import distributed
+from ..kernels import Kernel
+from ..linalg.cg import cg
+from ..linalg.lowrank import low_rank_inverse, rp_cholesky
+from ..linalg.operator import KernelOperator
+from ..params import Positive
+from ..validation import as_test_inputs, check_xy
+from .base import GPModel, MeanAndVariance, dtype_name, no_data
+from .exact import ExactGP, gaussian_nll
+from .iterative_variance import LanczosVariance, PathwiseVariance, variance_cache
+from .precond import kernel_preconditioner
+
+__all__ = ["IterativeExactGP", "DENSE_OBJECTIVE_MAX", "PRECOND_BYTES"]
+
+#: memory for the preconditioner's factor L (n x r) when ``precond_rank`` is None
+PRECOND_BYTES = 3 * 2**29
+#: ``objective()`` (the exact NLML by one Cholesky) is offered up to this many rows
+DENSE_OBJECTIVE_MAX = 8000
+_CACHES = {"pathwise": PathwiseVariance, "lanczos": LanczosVariance}
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+_PRECONDITIONERS = ("rpchol", "pivchol", "none")
+
+
+class IterativeExactGP(GPModel):
+    """Exact GP with α = C⁻¹(y − m) by preconditioned CG (see the module docstring).
+
+    Parameters
+    ----------
+    kernel, X, y, noise, mean, dtype, device, noise_floor : as :class:`ExactGP`.
+    mean_constant : the constant mean m (with ``mean="constant"``).
+    tol : CG stops at ‖y − m − Cα‖ ≤ tol ‖y − m‖ (module docstring).
+    max_iter : most CG iterations (each one pass over K).
+    precond_rank : the largest rank r of the preconditioner P = L Lᵀ + σ²I (0: none;
+        None: as many columns as fit in :data:`PRECOND_BYTES`, at most n).
+    precond_tol : "rpchol" stops adding columns once tr(K − L Lᵀ) ≤ precond_tol · n σ²
+        (the preconditioned spectrum is 1 + eig(K − LLᵀ)/σ², so this bounds its mean
+        excess over 1; measured on kin40k, CG iterations ≈ 14 √(tr(K − LLᵀ)/(nσ²))).
+    precond : how L is found: "rpchol" (randomly pivoted Cholesky in blocks), "pivchol"
+        (greedy pivoted Cholesky, one kernel row per pivot, exactly ``precond_rank``
+        columns) or "none".
+    block : rows per block of a product (the unit of work a distributed product sends
+        to a worker; default :data:`~gpscale.linalg.operator.BLOCK_ROWS`).
+    block_dtype : "float64" or "float32": slabs of K formed in float32, products summed
+        in float64 (stationary kernels; about 1e-7 relative error per entry).
+    variance : "auto" (pathwise sampling where the kernel has a spectral density, else
+        Lanczos), "pathwise" or "lanczos" (:mod:`~gpscale.models.iterative_variance`).
+    variance_options : ``num_samples``, ``num_features`` (pathwise) or ``block_size``,
+        ``steps`` (lanczos).
+    seed : seeds the variance cache's draws.
+    client : a dask.distributed Client: the products K V run on its workers
+        (:class:`gpscale.distributed.ClusterOperator`); not saved with the model.
+    """
+
+    title = "Exact GP (iterative: preconditioned CG)"
+    noise = Positive(floor=1e-6, doc="noise variance σ²")
+
+    def __init__(
+        self, kernel: Kernel, X, y, noise: float = 0.1, mean: str = "zero",
+        dtype: torch.dtype = torch.float64, device: torch.device | str | None = None,
+        noise_floor: float | None = None, *, mean_constant: float = 0.0,
+        tol: float = 1e-3, max_iter: int = 1000, precond_rank: int | None = None,
+        precond_tol: float = 4.0, precond: str = "rpchol", block: int | None = None,
+        block_dtype: str = "float64", variance: str = "auto",
+        variance_options: dict[str, Any] | None = None, seed: int = 0, client: Any = None,
+    ) -> None:
+        super().__init__()
+        if mean not in ("zero", "constant"):
+            raise ValueError(f"mean must be 'zero' or 'constant', got {mean!r}")
+        if not 0.0 < tol < 1.0:
+            raise ValueError(f"tol must lie in (0, 1), got {tol!r}")
+        if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
+            raise ValueError(f"max_iter must be a positive int, got {max_iter!r}")
+        if precond not in _PRECONDITIONERS:
+            raise ValueError(f"precond must be one of {_PRECONDITIONERS}, got {precond!r}")
+        if precond_rank is not None and (isinstance(precond_rank, bool) or not isinstance(
+                precond_rank, int) or precond_rank < 0):
+            raise ValueError(f"precond_rank must be None or an int >= 0, got {precond_rank!r}")
+        if not precond_tol >= 0.0:
+            raise ValueError(f"precond_tol must be >= 0, got {precond_tol!r}")
+        if block_dtype not in _DTYPES:
+            raise ValueError(f"block_dtype must be 'float64' or 'float32', got {block_dtype!r}")
+        X, y = check_xy(X, y, dtype, device)
+        self.kernel = kernel.to(dtype=dtype, device=X.device)
+        if noise_floor is not None:
+            IterativeExactGP.noise.set_floor(self, noise_floor)
+            if not float(noise) > noise_floor:
+                raise ValueError(f"the initial noise ({float(noise):g}) must be above the "
+                                 f"noise floor ({noise_floor:g}); pass a larger noise")
+        self.noise = torch.tensor(float(noise), dtype=dtype)
+        self.mean_kind = mean
+        self.mean_constant = nn.Parameter(
+            torch.tensor(float(mean_constant) if mean == "constant" else 0.0, dtype=dtype,
+                         device=X.device), requires_grad=(mean == "constant"))
+        self.register_buffer("X", X)
+        self.register_buffer("y", y)
+        self.register_buffer("alpha", torch.zeros_like(y))
+        #: the hyperparameters α and the cache were solved for (empty: never solved)
+        self.register_buffer("solved_theta", torch.zeros(0, dtype=dtype, device=X.device))
+        self.tol, self.max_iter, self.precond_rank = float(tol), max_iter, precond_rank
+        self.precond, self.precond_tol = precond, float(precond_tol)
+        self.block, self.block_dtype, self.seed = block, block_dtype, seed
+        #: a dask.distributed Client whose workers compute the products (not saved)
+        self.client = client
+        self.cache = variance_cache(variance, self.kernel, dict(variance_options or {}))
+        self.solve_info: dict[str, Any] = {}
+        self.to(X.device)
+
+    @property
+    def n(self) -> int:
+        return self.X.shape[0]
+
+    @classmethod
+    def from_exact(cls, exact: ExactGP, X=None, y=None, *, solve: bool = True,
+                   **options: Any) -> IterativeExactGP:
+        """The same hyperparameters (kernel, σ², mean, noise floor) on the rows X, y
+        (default: the exact model's own), solved unless ``solve=False``.
+        ``options``: the solver keywords of :class:`IterativeExactGP`."""
+        X = exact.X if X is None else X
+        y = exact.y if y is None else y
+        floor = ExactGP.noise.floor_of(exact)
+        model = cls(copy.deepcopy(exact.kernel), X, y, noise=float(exact.noise.detach()),
+                    mean=exact.mean_kind, dtype=exact.X.dtype, device=exact.X.device,
+                    noise_floor=None if floor == ExactGP.noise.floor else floor,
+                    mean_constant=float(exact.mean_constant.detach()), **options)
+        with torch.no_grad():  # the raw numbers, so that σ² and m are bit-identical
+            model.raw_noise.copy_(exact.raw_noise)
+            model.mean_constant.copy_(exact.mean_constant)
+        if solve:
+            model.solve()
+        return model
+
+    # -- solving --------------------------------------------------------------------
+    def _theta(self) -> torch.Tensor:
+        flat = [p.detach().reshape(-1).to(self.X.dtype) for p in self.parameters()]
+        return torch.cat(flat) if flat else self.X.new_zeros(0)
+
+    def operator(self, block_dtype: str | None = None) -> KernelOperator:
+        """C = K + σ²I as a :class:`KernelOperator` at the current hyperparameters."""
+        dt = _DTYPES[block_dtype or self.block_dtype]
+        if self.client is not None:
+            return distributed.ClusterOperator(self.kernel, self.X, self.noise.detach(),
+                                               self.client, self.block, dt)
+        return KernelOperator(self.kernel, self.X, self.noise.detach(), self.block, dt)
+
+    @torch.no_grad()
+    def solve(self, x0: torch.Tensor | None = None, warm: bool = True) -> dict[str, Any]:
+        """α = C⁻¹(y − m) and the variance cache, in one batched PCG. Starts from ``x0``
+        (α's start), else (``warm``) from the α and cache held, else from zero.
+        Returns (and keeps in ``solve_info``) iterations, residual, passes, seconds."""
+        t0 = time.perf_counter()
+        op = self.operator()
+        precond = self.preconditioner(op)
+        t_pre = time.perf_counter() - t0
+        r = self.y - self.mean_constant.detach()
+        probes = self.cache.probes(self.kernel, self.X, float(self.noise), self.seed)
+        B = torch.cat([r[:, None], probes], 1)
+        start = None
+        if warm and self.solved_theta.numel():
+            start = B.new_zeros(B.shape)
+            start[:, 0] = self.alpha
+            old = self.cache.W
+            if isinstance(self.cache, PathwiseVariance) and old is not None and \
+                    old.shape == probes.shape:
+                start[:, 1:] = old
+        if x0 is not None:
+            start = B.new_zeros(B.shape) if start is None else start
+            start[:, 0] = x0.to(B)
+        sol, info = cg(op.matmul, B, precond, start, self.tol, self.max_iter)
+        self.alpha = sol[:, 0].clone()
+        self.cache.finish(sol[:, 1:], op)
+        self.solved_theta = self._theta()
+        self.solve_info = {
+            "iterations": info.iterations, "residual": float(info.rel_residual[0]),
+            "residual_max": float(info.rel_residual.max()) if B.shape[1] else 0.0,
+            "converged": info.converged, "passes": op.passes,
+            "precond_rank": self._rank_used, "precond_seconds": t_pre,
+            "seconds": time.perf_counter() - t0}
+        if not info.converged:
+            warnings.warn(f"CG stopped after {info.iterations} iterations at relative "
+                          f"residual {float(info.rel_residual.max()):.2e} > tol {self.tol:g};"
+                          " raise max_iter or precond_rank", RuntimeWarning, stacklevel=2)
+        return self.solve_info
+
+    def freeze(self) -> IterativeExactGP:
+        """Let go of the cluster (predictions compute here); the solution stays."""
+        self.client = None
+        return self
+
+    def preconditioner(self, op: KernelOperator):
+        """R ↦ P⁻¹R, P = L Lᵀ + σ²I by Woodbury, L of rank ``precond_rank`` from
+        randomly pivoted Cholesky ("rpchol", Chen et al. 2023; kernel rows in blocks,
+        GEMMs) or greedy pivoted Cholesky ("pivchol"); None for "none" or rank 0."""
+        cap = PRECOND_BYTES // (self.n * self.X.element_size()) if self.precond_rank is None \
+            else self.precond_rank
+        rank = min(cap, self.n)
+        self._rank_used = 0 if self.precond == "none" else rank
+        if self.precond == "none" or rank == 0:
+            return None
+        noise = self.noise.detach()
+        if self.precond == "pivchol":
+            return kernel_preconditioner(self.kernel, self.X, noise, "pivchol", rank)
+        L = rp_cholesky(self.kernel, self.X, rank, seed=self.seed, rows=op.rows,
+                        abs_tol=self.precond_tol * self.n * float(noise))
+        self._rank_used = L.shape[1]
+        return low_rank_inverse(L, noise)
+
+    def _ensure_solved(self) -> None:
+        theta = self._theta()
+        if self.solved_theta.shape != theta.shape or not torch.equal(self.solved_theta, theta):
+            self.solve()
+
+    # -- prediction -----------------------------------------------------------------
+    @torch.no_grad()
+    def predict(self, X_new, *, include_noise: bool = False, block: int = 4096
+                ) -> MeanAndVariance:
+        """Posterior mean K(X*, X)α + m and variance of f at ``X_new`` (of y with
+        ``include_noise``: + σ²), as :meth:`ExactGP.predict`; test points in blocks."""
+        Xs = as_test_inputs(X_new, self.X)
+        self._ensure_solved()
+        op = self.operator("float64")
+        W = torch.cat([self.alpha[:, None], self.cache.W], 1)
+        means, variances = [], []
+        for s in range(0, Xs.shape[0], block):
+            Xb = Xs[s:s + block]
+            KW = op.cross_matmul(Xb, W)
+            means.append(KW[:, 0] + self.mean_constant)
+            var = self.cache.variance(Xb, KW[:, 1:], self.kernel.diag(Xb))
+            variances.append(var + self.noise if include_noise else var)
+        if not means:
+            empty = Xs.new_zeros(0)
+            return MeanAndVariance(empty, empty.clone())
+        return MeanAndVariance(torch.cat(means), torch.cat(variances))
+
+    # -- objective --------------------------------------------------------------------
+    def objective(self, data: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """The exact NLML by one Cholesky, for n ≤ :data:`DENSE_OBJECTIVE_MAX` only
+        (beyond that, fit hyperparameters on a subsample: see the module docstring)."""
+        no_data(self, data)
+        if self.n > DENSE_OBJECTIVE_MAX:
+            raise NotImplementedError(
+                f"IterativeExactGP has no NLML at n = {self.n} > {DENSE_OBJECTIVE_MAX} (no "
+                "stochastic log-determinant yet); fit hyperparameters on a subsample "
+                "with ExactGP and use IterativeExactGP.from_exact")
+        C = self.kernel(self.X) + torch.diag_embed(self.noise.expand(self.n))
+        return gaussian_nll(C, self.y - self.mean_constant)
+
+    # -- persistence ----------------------------------------------------------------
+    def saved_state(self) -> dict[str, torch.Tensor]:
+        """The ``state_dict`` plus the variance cache (``cache.*``)."""
+        state = dict(self.state_dict())
+        state.update({f"cache.{k}": v for k, v in self.cache.state().items()})
+        return state
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
+                              missing_keys, unexpected_keys, error_msgs):
+        for name in list(self.cache.state()):
+            key = f"{prefix}cache.{name}"
+            if key in state_dict:
+                setattr(self.cache, name, state_dict[key].to(self.X))
+            elif strict:
+                missing_keys.append(key)
+        rest = {k: v for k, v in state_dict.items() if not k.startswith(f"{prefix}cache.")}
+        super()._load_from_state_dict(rest, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+
+    def _apply(self, fn, recurse=True):  # .to(device / dtype) moves the cache too
+        super()._apply(fn, recurse)
+        for name, value in self.cache.state().items():
+            if value is not None:
+                setattr(self.cache, name, fn(value))
+        return self
+
+    def state_bytes(self) -> dict[str, int]:
+        """Bytes held for prediction: the rows (X, y), α, and the variance cache."""
+        size = lambda t: int(t.numel() * t.element_size())  # noqa: E731
+        return {"rows": size(self.X) + size(self.y), "weights": size(self.alpha),
+                "variance_cache": sum(size(t) for t in self.cache.state().values())}
+
+    def to_config(self) -> dict[str, Any]:
+        config: dict[str, Any] = {
+            "mean": self.mean_kind, "dtype": dtype_name(self.X), "solver": "cg",
+            "tol": self.tol, "max_iter": self.max_iter, "precond_rank": self.precond_rank,
+            "precond": self.precond, "precond_tol": self.precond_tol,
+            "block": self.block, "block_dtype": self.block_dtype, "seed": self.seed,
+            "variance": self.cache.kind, "variance_options": self.cache.config(),
+            "cg_iterations": self.solve_info.get("iterations"),
+            "cg_residual": self.solve_info.get("residual"),
+            "bytes": self.state_bytes()}
+        floor = IterativeExactGP.noise.floor_of(self)
+        if floor != IterativeExactGP.noise.floor:
+            config["noise_floor"] = floor
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], state: dict[str, torch.Tensor],
+                    kernel: Kernel | None = None) -> IterativeExactGP:
+        floor = config.get("noise_floor")
+        dtype = getattr(torch, config["dtype"])
+        vopts = dict(config["variance_options"])
+        model = cls(kernel, state["X"], state["y"], mean=config["mean"], dtype=dtype,
+                    noise_floor=floor, noise=0.1 if floor is None else max(0.1, 2.0 * floor),
+                    tol=config["tol"], max_iter=config["max_iter"],
+                    precond_rank=config["precond_rank"],
+                    precond=config.get("precond", "rpchol"),
+                    precond_tol=config.get("precond_tol", 4.0), block=config["block"],
+                    block_dtype=config["block_dtype"], variance=config["variance"],
+                    variance_options=vopts, seed=config["seed"])
+        n, d = state["X"].shape
+        model.cache = _CACHES[config["variance"]].empty(vopts, n, d, dtype)
+        model.solve_info = {"iterations": config.get("cg_iterations"),
+                            "residual": config.get("cg_residual")}
+        model.solved_theta = torch.zeros(state["solved_theta"].shape, dtype=dtype)
+        return model
