@@ -66,7 +66,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
               tol: float | None = 1e-4, patience: int = 3, init: str = "auto",
               restart_iter: int = 5, noise_floor: float = NOISE_FLOOR,
               solver: str = "auto", subsample: int | None = None, cg_tol: float = 1e-3,
-              precond_rank: int = 300, block_dtype: str = "float64",
+              precond_rank: int | None = None, block_dtype: str | None = None,
               client: Any = None) -> tuple[ExactGP | IterativeExactGP, FitResult]:
     """Exact GP by L-BFGS (:func:`gpscale.train.fit_lbfgs`); ``noise`` is the initial
     noise variance in the units of y given (standardised ones by default).
@@ -75,9 +75,10 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
     learns θ on a uniform sample of ``subsample`` rows (default: as many as the cost
     model fits in :data:`SUBSAMPLE_SECONDS`, 4000) by the Cholesky path, then computes
     the posterior on every row without an n × n matrix (:class:`IterativeExactGP`:
-    weights by preconditioned CG to relative residual ``cg_tol`` with a rank
-    ``precond_rank`` pivoted-Cholesky preconditioner, kernel blocks in ``block_dtype``,
-    the variance cache in the same passes); with ``client`` (a dask cluster, from
+    weights by preconditioned CG to relative residual ``cg_tol``, preconditioned by a
+    randomly pivoted Cholesky factor of rank ``precond_rank`` (default: grown until its
+    trace error is small against nσ²), kernel blocks in ``block_dtype`` (default: the
+    model's), the variance cache in the same passes); with ``client`` (a dask cluster, from
     ``gpscale.fit(..., workers=N)`` or ``scheduler=``) each product's row blocks run on
     its workers. ``"auto"``: Cholesky unless the size guard (:func:`size_guard`) finds
     the fit too long or too large, then CG.
@@ -122,10 +123,11 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
             X[keep], y[keep], kernel, noise, mean, max_iter, restarts, seed, progress,
             device, dtype, prior, tol, patience, init, restart_iter, noise_floor,
             solver="cholesky")
+        given = {k: v for k, v in (("precond_rank", precond_rank),
+                                   ("block_dtype", block_dtype)) if v is not None}
         model = IterativeExactGP.from_exact(
             small, X, y, tol=check_positive("cg_tol", cg_tol),
-            precond_rank=check_int("precond_rank", precond_rank, 0),
-            block_dtype=block_dtype, seed=0 if seed is None else seed, client=client)
+            seed=0 if seed is None else seed, client=client, **given)
         result.history.append({"phase": "all rows", **model.solve_info})
         result.wall_s += model.solve_info["seconds"]
         return model, result
