@@ -15,9 +15,11 @@ map, with the map's constants folded into the GEMM. For the RBF:
     log k(x, x')/s² = a·b − ½‖a‖² − ½‖b‖² = [a, −½‖a‖², 1] · [b, 1, −½‖b‖²],
 
 a = (x − c)/l, b = (x' − c)/l (c: the column means of X2, which keeps the cancellation
-in ‖a‖² + ‖b‖² − 2a·b small), so a slab costs one GEMM and one ``exp_``. The slab may
-be formed in float32 (``block_dtype``), each slab's product with V then returned to
-V's dtype and the row blocks assembled there. Other kernels are evaluated by
+in ‖a‖² + ‖b‖² − 2a·b small), so a slab costs one GEMM and one ``exp_``. Slabs are
+cut into tiles of :data:`TILE_ROWS` x :data:`TILE_COLS` that stay in cache from their
+GEMM to their product with V. Tiles may be formed and multiplied in float32
+(``block_dtype``); their products are summed in V's dtype (float64), so float32
+rounding adds up over at most :data:`TILE_COLS` terms. Other kernels are evaluated by
 ``kernel(X1_b, X2)`` (no fast map, in the kernel's own dtype).
 
 Nothing here imports the kernel classes: a kernel is any callable ``kernel(X1, X2)``
@@ -37,8 +39,7 @@ DEFAULT_BLOCK_BYTES = 128 * 2**20
 #: memory for one slab of a generic kernel in the fast (no-autograd) product
 FAST_BLOCK_BYTES = 16 * 2**20
 #: tile of the fast product for the stationary kernels (rows x columns): 2-4 MiB, in
-#: cache through GEMM, map and product (measured: n = 20 000, one thread, 20-30 %
-#: faster than full-width slabs of 16 MiB)
+#: cache through GEMM, map and product (faster than full-width slabs)
 TILE_ROWS, TILE_COLS = 128, 4096
 
 

@@ -26,13 +26,15 @@ def cg(
     x0: torch.Tensor | None = None,
     tol: float = 1e-8,
     max_iter: int | None = None,
+    callback: Callable[[int, torch.Tensor], None] | None = None,
 ) -> tuple[torch.Tensor, CGInfo]:
     """Solve A X = B for every column of B (A given by ``matvec``, SPD).
 
     Stops when every column's relative residual ‖b − A x‖ / ‖b‖ is below ``tol`` or
     after ``max_iter`` iterations (default: the system size). ``precond`` applies an
     approximation of A⁻¹ (SPD). Columns are iterated together, each with its own
-    step sizes; converged columns are frozen.
+    step sizes; converged columns are frozen. ``callback(iteration, rel_residuals)``
+    is called after every iteration (progress bars; it may raise KeyboardInterrupt).
     """
     squeeze = B.ndim == 1
     B2 = B[:, None] if squeeze else B
@@ -61,5 +63,7 @@ def cg(
         rz = rz_new
         rel = R.norm(dim=0) / bnorm
         it += 1
+        if callback is not None:
+            callback(it, rel)
     info = CGInfo(iterations=it, rel_residual=rel, converged=bool((rel <= tol).all()))
     return (X[:, 0] if squeeze else X), info

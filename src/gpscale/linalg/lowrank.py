@@ -41,12 +41,22 @@ def pivoted_cholesky(kernel, X: torch.Tensor, rank: int, rel_tol: float = 1e-10,
     return (L[:, :m], pivots[:m]) if return_pivots else L[:, :m]
 
 
-def low_rank_inverse(L: torch.Tensor, s2: torch.Tensor) -> Callable[[torch.Tensor], torch.Tensor]:
-    """R ↦ (L Lᵀ + σ²I)⁻¹ R by Woodbury (one r x r Cholesky, r = L.shape[1])."""
+def low_rank_inverse(L: torch.Tensor, s2: torch.Tensor, work_dtype: torch.dtype | None = None
+                     ) -> Callable[[torch.Tensor], torch.Tensor]:
+    """R ↦ (L Lᵀ + σ²I)⁻¹ R by Woodbury (one r x r Cholesky, r = L.shape[1]).
+    ``work_dtype`` (e.g. torch.float32): the two n x r products run in it (the r x r
+    solve and the subtraction from R stay in L's dtype)."""
     if L.shape[1] == 0:
         return lambda R: R / s2
     F = woodbury_factor(L.mT @ L, s2, torch.ones((), dtype=L.dtype, device=L.device))
-    return lambda R: (R - L @ torch.cholesky_solve(L.mT @ R, F)) / s2
+    if work_dtype is None or work_dtype == L.dtype:
+        return lambda R: (R - L @ torch.cholesky_solve(L.mT @ R, F)) / s2
+    Lw = L.to(work_dtype)
+
+    def apply(R: torch.Tensor) -> torch.Tensor:
+        z = torch.cholesky_solve((Lw.mT @ R.to(work_dtype)).to(L.dtype), F)
+        return (R - (Lw @ z.to(work_dtype)).to(R.dtype)) / s2
+    return apply
 
 
 def rp_cholesky(kernel, X: torch.Tensor, rank: int, block: int = 128,

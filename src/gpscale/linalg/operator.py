@@ -50,10 +50,9 @@ class KernelOperator:
     noise : σ² (a float or a 0-d tensor).
     block : rows per call of :func:`block_matmul` (the unit of work a distributed
         product would send to a worker; each call tiles its block itself); default 8192.
-    block_dtype : dtype the slabs are formed and multiplied in (e.g. torch.float32 for
-        about twice the speed on a CPU, at about 1e-6 relative error per product; only
-        the stationary kernels, see :mod:`gpscale.kernels.chunked`); results are in
-        X's dtype.
+    block_dtype : dtype the tiles of K are formed and multiplied in (torch.float32:
+        faster, about 1e-7 relative error per entry; stationary kernels only, see
+        :mod:`gpscale.kernels.chunked`); the tiles' products are summed in X's dtype.
     """
 
     def __init__(self, kernel: Any, X: torch.Tensor, noise: torch.Tensor | float,

@@ -7,11 +7,12 @@ Same model as :class:`~gpscale.models.exact.ExactGP` (y = f(X) + ε, f ~ GP(m, k
 
 come from preconditioned conjugate gradients (Hestenes & Stiefel 1952; as in BBMM,
 Gardner et al. 2018): every product C V is a pass over row blocks of K
-(:class:`~gpscale.linalg.operator.KernelOperator`, optionally float32 slabs with
-float64 sums), the preconditioner is P = L Lᵀ + σ²I with L a rank-r pivoted Cholesky
-factor of K, applied by Woodbury (:mod:`gpscale.models.precond`), and the variance
-cache's right-hand sides ride in the same passes as y − m
-(:mod:`gpscale.models.iterative_variance`).
+(:class:`~gpscale.linalg.operator.KernelOperator`, float32 tiles with float64 sums
+by default), the preconditioner is P = L Lᵀ + σ²I applied by Woodbury, with L from
+randomly pivoted Cholesky (Chen, Epperly, Tropp & Webber 2023;
+:func:`~gpscale.linalg.lowrank.rp_cholesky`), grown until tr(K − LLᵀ) ≤ 4nσ² or the
+memory cap, and the variance cache's right-hand sides ride in the same passes as
+y − m (:mod:`gpscale.models.iterative_variance`).
 
 **Stop rule, in the data's units.** CG stops when ‖r‖ ≤ tol · ‖y − m‖, r = y − m − Cα̂.
 The error of the posterior mean at the training inputs is then K C⁻¹ r, and K C⁻¹ =
@@ -46,8 +47,12 @@ from .exact import ExactGP, gaussian_nll
 from .iterative_variance import LanczosVariance, PathwiseVariance, variance_cache
 from .precond import kernel_preconditioner
 
-__all__ = ["IterativeExactGP", "DENSE_OBJECTIVE_MAX", "PRECOND_BYTES"]
+__all__ = ["IterativeExactGP", "DENSE_OBJECTIVE_MAX", "PRECOND_BYTES", "FLOAT32_MIN_TOL"]
 
+#: the smallest ``tol`` solved with float32 tiles: their rounding (about 1e-7 per entry,
+#: times |K||α|, which grows as σ² shrinks) leaves a true relative residual of up to a
+#: few 1e-4 that the CG recurrence no longer sees
+FLOAT32_MIN_TOL = 1e-3
 #: memory for the preconditioner's factor L (n x r) when ``precond_rank`` is None
 PRECOND_BYTES = 3 * 2**29
 #: ``objective()`` (the exact NLML by one Cholesky) is offered up to this many rows
@@ -69,15 +74,18 @@ class IterativeExactGP(GPModel):
     precond_rank : the largest rank r of the preconditioner P = L Lᵀ + σ²I (0: none;
         None: as many columns as fit in :data:`PRECOND_BYTES`, at most n).
     precond_tol : "rpchol" stops adding columns once tr(K − L Lᵀ) ≤ precond_tol · n σ²
-        (the preconditioned spectrum is 1 + eig(K − LLᵀ)/σ², so this bounds its mean
-        excess over 1; measured on kin40k, CG iterations ≈ 14 √(tr(K − LLᵀ)/(nσ²))).
+        (the preconditioned spectrum is about 1 + eig(K − LLᵀ)/σ², so this bounds its
+        mean excess over 1, which sets the number of CG iterations).
     precond : how L is found: "rpchol" (randomly pivoted Cholesky in blocks), "pivchol"
         (greedy pivoted Cholesky, one kernel row per pivot, exactly ``precond_rank``
         columns) or "none".
     block : rows per block of a product (the unit of work a distributed product sends
         to a worker; default :data:`~gpscale.linalg.operator.BLOCK_ROWS`).
-    block_dtype : "float64" or "float32": slabs of K formed in float32, products summed
-        in float64 (stationary kernels; about 1e-7 relative error per entry).
+    block_dtype : "float32" (default): tiles of K formed and multiplied in float32 and
+        summed in float64 (stationary kernels; about 1e-7 relative error per entry, far
+        below what ``tol`` = 1e-3 allows, and faster than float64 tiles), or
+        "float64" (used anyway when ``tol`` < :data:`FLOAT32_MIN_TOL`). Predictions are
+        always computed in float64.
     variance : "auto" (pathwise sampling where the kernel has a spectral density, else
         Lanczos), "pathwise" or "lanczos" (:mod:`~gpscale.models.iterative_variance`).
     variance_options : ``num_samples``, ``num_features`` (pathwise) or ``block_size``,
@@ -96,7 +104,7 @@ class IterativeExactGP(GPModel):
         noise_floor: float | None = None, *, mean_constant: float = 0.0,
         tol: float = 1e-3, max_iter: int = 1000, precond_rank: int | None = None,
         precond_tol: float = 4.0, precond: str = "rpchol", block: int | None = None,
-        block_dtype: str = "float64", variance: str = "auto",
+        block_dtype: str = "float32", variance: str = "auto",
         variance_options: dict[str, Any] | None = None, seed: int = 0, client: Any = None,
     ) -> None:
         super().__init__()
@@ -170,6 +178,12 @@ class IterativeExactGP(GPModel):
         flat = [p.detach().reshape(-1).to(self.X.dtype) for p in self.parameters()]
         return torch.cat(flat) if flat else self.X.new_zeros(0)
 
+    @property
+    def solve_dtype(self) -> str:
+        """The tiles' dtype in :meth:`solve`: ``block_dtype``, but float64 whenever
+        ``tol`` < :data:`FLOAT32_MIN_TOL` (float32 tiles cannot reach it)."""
+        return "float64" if self.tol < FLOAT32_MIN_TOL else self.block_dtype
+
     def operator(self, block_dtype: str | None = None) -> KernelOperator:
         """C = K + σ²I as a :class:`KernelOperator` at the current hyperparameters."""
         dt = _DTYPES[block_dtype or self.block_dtype]
@@ -184,7 +198,7 @@ class IterativeExactGP(GPModel):
         (α's start), else (``warm``) from the α and cache held, else from zero.
         Returns (and keeps in ``solve_info``) iterations, residual, passes, seconds."""
         t0 = time.perf_counter()
-        op = self.operator()
+        op = self.operator(self.solve_dtype)
         precond = self.preconditioner(op)
         t_pre = time.perf_counter() - t0
         r = self.y - self.mean_constant.detach()
@@ -238,7 +252,7 @@ class IterativeExactGP(GPModel):
         L = rp_cholesky(self.kernel, self.X, rank, seed=self.seed, rows=op.rows,
                         abs_tol=self.precond_tol * self.n * float(noise))
         self._rank_used = L.shape[1]
-        return low_rank_inverse(L, noise)
+        return low_rank_inverse(L, noise, work_dtype=_DTYPES[self.solve_dtype])
 
     def _ensure_solved(self) -> None:
         theta = self._theta()
@@ -282,7 +296,9 @@ class IterativeExactGP(GPModel):
 
     # -- persistence ----------------------------------------------------------------
     def saved_state(self) -> dict[str, torch.Tensor]:
-        """The ``state_dict`` plus the variance cache (``cache.*``)."""
+        """The ``state_dict`` plus the variance cache (``cache.*``); solves first if the
+        held solution is not for the current hyperparameters."""
+        self._ensure_solved()
         state = dict(self.state_dict())
         state.update({f"cache.{k}": v for k, v in self.cache.state().items()})
         return state
@@ -313,6 +329,7 @@ class IterativeExactGP(GPModel):
                 "variance_cache": sum(size(t) for t in self.cache.state().values())}
 
     def to_config(self) -> dict[str, Any]:
+        self._ensure_solved()
         config: dict[str, Any] = {
             "mean": self.mean_kind, "dtype": dtype_name(self.X), "solver": "cg",
             "tol": self.tol, "max_iter": self.max_iter, "precond_rank": self.precond_rank,
@@ -321,6 +338,8 @@ class IterativeExactGP(GPModel):
             "variance": self.cache.kind, "variance_options": self.cache.config(),
             "cg_iterations": self.solve_info.get("iterations"),
             "cg_residual": self.solve_info.get("residual"),
+            "cg_converged": self.solve_info.get("converged"),
+            "precond_rank_used": self.solve_info.get("precond_rank"),
             "bytes": self.state_bytes()}
         floor = IterativeExactGP.noise.floor_of(self)
         if floor != IterativeExactGP.noise.floor:
@@ -344,6 +363,8 @@ class IterativeExactGP(GPModel):
         n, d = state["X"].shape
         model.cache = _CACHES[config["variance"]].empty(vopts, n, d, dtype)
         model.solve_info = {"iterations": config.get("cg_iterations"),
-                            "residual": config.get("cg_residual")}
+                            "residual": config.get("cg_residual"),
+                            "converged": config.get("cg_converged"),
+                            "precond_rank": config.get("precond_rank_used")}
         model.solved_theta = torch.zeros(state["solved_theta"].shape, dtype=dtype)
         return model

@@ -66,7 +66,7 @@ class PathwiseVariance:
 
     kind = "pathwise"
 
-    def __init__(self, num_samples: int = 64, num_features: int = 512) -> None:
+    def __init__(self, num_samples: int = 64, num_features: int = 256) -> None:
         if num_samples < 2 or num_features < 2 or num_features % 2:
             raise ValueError("pathwise variances need num_samples >= 2 and an even "
                              f"num_features >= 2, got {num_samples}, {num_features}")
@@ -225,7 +225,7 @@ def variance_cache(kind: str, kernel: Any, options: dict[str, Any]
         kind = "pathwise" if pathwise_ok(kernel) else "lanczos"
     if kind == "pathwise":
         return PathwiseVariance(options.get("num_samples", 64),
-                                options.get("num_features", 512))
+                                options.get("num_features", 256))
     if kind == "lanczos":
         return LanczosVariance(options.get("block_size", 32), options.get("steps", 8))
     raise ValueError(f"variance must be 'auto', 'pathwise' or 'lanczos', got {kind!r}")
