@@ -4,7 +4,7 @@ One type for all data: rows already in memory (standardised tensors, on any devi
 one :class:`TensorPartition`; rows in files or dask collections are that source's
 partitions, read chunk by chunk with the scaler applied, in this process or as tasks on
 a dask ``client``'s workers (:mod:`gpscale.distributed`). A method asks for the view it
-needs — every row in memory (:meth:`Rows.tensors`), a uniform sample
+needs — the rows held in memory (:attr:`Rows.held`), a uniform sample
 (:meth:`Rows.sample`), or passes over the partitions (``partitions``, ``scaler``,
 ``client``) — and never looks at what the data were given as.
 """
@@ -80,22 +80,6 @@ class Rows:
     def n(self) -> int:
         """Number of rows (a pass over CSV partitions the first time it is asked)."""
         return sum(int(p.num_rows) for p in self.partitions)
-
-    def tensors(self, dtype: torch.dtype | None = None,
-                device: torch.device | str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Every row in memory, scaled: (X (n, d), y (n,)). Rows already held as tensors
-        are returned as they are (moved only when ``dtype`` / ``device`` say so)."""
-        held = self.held
-        if held is not None:
-            X, y = held
-            dtype = dtype or X.dtype
-            return X.to(dtype=dtype, device=device), y.to(dtype=dtype, device=device)
-        chunks = [self._scaled(X, y) for p in self.partitions for X, y in p.chunks(1 << 16)]
-        X = np.concatenate([c[0] for c in chunks]) if chunks else np.empty((0, self.num_features))
-        y = np.concatenate([c[1] for c in chunks]) if chunks else np.empty(0)
-        dtype = dtype or torch.float64
-        return (torch.as_tensor(X, dtype=dtype, device=device),
-                torch.as_tensor(y, dtype=dtype, device=device))
 
     def sample(self, m: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
         """About ``m`` rows drawn uniformly (all of them when there are at most m), scaled
