@@ -22,8 +22,10 @@ Unix conventions:
   together (:class:`UsageError`); **1 for failures at run time** — the command line is
   well formed but running it failed: a missing or unreadable file, a column not in the
   data, a refused output path, a numerical failure, an error from torch; 130 on Ctrl-C
-  (nothing written unless ``--save-partial``); 141 when the reader of stdout goes away
-  (``| head``). Errors print one line ``gpscale: error: ...`` and never a traceback
+  (nothing written unless ``--save-partial``); 143 on SIGTERM (nothing written: an
+  output's temporary file is removed, earlier files stay); 141 when the reader of stdout
+  goes away (``| head``). A write that fails or falls short (a full disk) is a failure
+  at run time, also on stdout. Errors print one line ``gpscale: error: ...`` and never a traceback
   (set ``GPSCALE_DEBUG=1`` to get one); warnings print ``gpscale: warning: ...``.
 - Progress bars appear only when stderr is a terminal; ``--progress`` forces them,
   ``--quiet`` prints nothing but warnings and errors.
@@ -32,11 +34,12 @@ Unix conventions:
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
-import io
+import logging
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from statistics import NormalDist
 from typing import Any
 
@@ -52,7 +55,7 @@ from .commands.usage import (
     quantile_column,
     quantiles,
 )
-from .files import check_output
+from .files import Terminated, check_output, flush, sigterm_raises, write_all
 from .io import find_files, prediction_source, training_data, training_source, write_table
 from .kernels import KERNELS
 from .threads import thread_limit
@@ -61,6 +64,8 @@ __all__ = ["main", "build_parser", "UsageError"]
 
 #: rows predicted per chunk by ``gpscale predict`` (fewer for wide inputs: memory stays bounded)
 PREDICT_ROWS = 65_536
+#: exit status after SIGTERM (128 + 15, what a shell reports for a process it killed)
+TERMINATED = 143
 #: ``gpscale fit`` says how much memory a method that loads every row will hold above this
 NOTICE_BYTES = 64 * 2**20
 
@@ -73,12 +78,13 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="gpscale", description="Gaussian-process hyperparameter learning at scale.",
         epilog="exit status: 0 success, 1 failure at run time, 2 usage error, 130 "
-        "interrupted. '-' as a file name is standard input / output.")
+        "interrupted, 143 terminated. '-' as a file name is standard input / output.")
     parser.add_argument("--version", action="version", version=f"gpscale {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("--threads", type=count(1), default=None,
-                        help="CPU threads for torch during this command (default: torch's)")
+                        help="CPU threads for torch during this command (default: torch's; at most "
+                        "the CPU cores this process may use)")
     chatter = argparse.ArgumentParser(add_help=False)
     talk = chatter.add_mutually_exclusive_group()
     talk.add_argument("-q", "--quiet", action="store_true",
@@ -202,8 +208,11 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line; returns the exit status."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    with cli_warnings(), spool_stdin() as spool:  # copies of stdin live until the message
-        return _status(argv, spool)
+    try:  # SIGTERM unwinds like Ctrl-C: temporary files go, earlier outputs stay
+        with cli_warnings(), sigterm_raises(), spool_stdin() as spool:
+            return _status(argv, spool)  # copies of stdin live until the message
+    except Terminated:  # while cleaning up
+        return TERMINATED
 
 
 def _status(argv: list[str], spool: Spool) -> int:
@@ -214,6 +223,10 @@ def _status(argv: list[str], spool: Spool) -> int:
         print("gpscale: interrupted; no output was written (earlier files are as they were)",
               file=sys.stderr)
         return 130
+    except Terminated:
+        print("gpscale: terminated (SIGTERM); no output was written (earlier files are as "
+              "they were)", file=sys.stderr)
+        return TERMINATED
     except BrokenPipeError:  # the reader of stdout is gone (e.g. | head): not an error
         _silence_stdout()
         return 141
@@ -247,7 +260,8 @@ def _run(argv: list[str], spool: Spool) -> int:
 
 
 def _message(err: BaseException) -> str:
-    text = str(err).strip()
+    """The one line that describes ``err`` (torch's messages run over several lines)."""
+    text = " ".join(str(err).split())
     if isinstance(err, (ValueError, OSError, ImportError)) and text:
         return text
     if isinstance(err, MemoryError):
@@ -308,8 +322,9 @@ def _fit(args: argparse.Namespace) -> int:
              f"{size / 2**20:.0f} MiB of float64 for {source.num_rows()} rows x "
              f"{source.num_features} inputs (the streaming methods: "
              f"{', '.join(n for n, m in api.METHODS.items() if m.streams)})", stderr=True)
-    predictor = api.run(plan, data, k, kernel_name, standardize=not args.no_standardize,
-                        scheduler=args.scheduler, workers=args.workers)
+    with _dask_logs_quiet(plan.on_cluster):
+        predictor = api.run(plan, data, k, kernel_name, standardize=not args.no_standardize,
+                            scheduler=args.scheduler, workers=args.workers)
     interrupted = predictor.result.reason == "interrupted"
     where = "stdout" if args.out == STDIO else args.out
     if interrupted and not args.save_partial:
@@ -324,14 +339,43 @@ def _fit(args: argparse.Namespace) -> int:
     return 130 if interrupted else 0
 
 
-def _model_to_stdout(predictor: api.Predictor) -> None:
-    import torch
+@contextlib.contextmanager
+def _dask_logs_quiet(on_cluster: bool) -> Iterator[None]:
+    """dask.distributed's own log records off in this process while a fit uses a
+    cluster: when the scheduler goes away, dask logs tracebacks as it retries and gives
+    up, and the one-line error (gpscale.distributed.connect names the lost scheduler)
+    says it all."""
+    if not (on_cluster and _imported("distributed")):  # (its logging set-up first)
+        yield
+        return
+    logs = [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
+            if name.split(".")[0] == "distributed"]  # dask sets some children's levels
+    levels = [log.level for log in logs]
+    for log in logs:
+        log.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for log, level in zip(logs, levels):
+            log.setLevel(level)
 
-    buf = io.BytesIO()
-    torch.save(predictor.to_dict(), buf)
+
+def _imported(module: str) -> bool:
+    """Whether ``module`` can be imported (it is, now); connect() says what to install."""
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        return False
+    return True
+
+
+def _model_to_stdout(predictor: api.Predictor) -> None:
+    """The model file on stdout, every byte (a raw stdout under ``python -u`` may take
+    part of it; see :func:`gpscale.files.write_all`)."""
+    data = predictor.to_bytes()
     sys.stdout.flush()
-    sys.stdout.buffer.write(buf.getvalue())
-    sys.stdout.flush()
+    write_all(sys.stdout.buffer, data, "standard output")
+    flush(sys.stdout.buffer, "standard output")
 
 
 def _predict(args: argparse.Namespace) -> int:

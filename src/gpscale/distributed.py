@@ -27,10 +27,12 @@ when a cluster is asked for (:func:`connect`).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import itertools
 import re
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, NamedTuple
 
@@ -300,7 +302,14 @@ def connect(scheduler: Any = None, workers: int | None = None) -> Iterator[Any]:
 
     ``scheduler``: an address ``"tcp://host:port"`` (closed on exit) or an existing
     ``Client`` (left open); ``workers=N``: a new ``LocalCluster`` of N single-threaded
-    worker processes, shut down on exit; neither: None, i.e. compute in-process."""
+    worker processes, shut down on exit; neither: None, i.e. compute in-process.
+
+    An address is probed first, within dask's ``distributed.comm.timeouts.connect``
+    (30 s by default; ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=60s`` to change it):
+    dask itself waits forever for the greeting of a server that accepts the connection
+    and never answers. A server that is not a dask scheduler, a scheduler lost during
+    the block and a task every worker died on are each a ConnectionError in one line
+    (see :func:`_cluster_errors`), not dask's internal errors."""
     if scheduler is not None and workers is not None:
         raise ValueError("give either scheduler= (a running cluster) or workers= (a local "
                          f"one), not both; got scheduler={scheduler!r}, workers={workers!r}")
@@ -313,7 +322,8 @@ def connect(scheduler: Any = None, workers: int | None = None) -> Iterator[Any]:
             raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
         dist = _import_distributed()
         with dist.LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True,
-                               dashboard_address=None) as cluster, dist.Client(cluster) as client:
+                               dashboard_address=None) as cluster, \
+                dist.Client(cluster) as client, _cluster_errors(client, "the local cluster"):
             yield client
         return
     if isinstance(scheduler, str):
@@ -321,14 +331,123 @@ def connect(scheduler: Any = None, workers: int | None = None) -> Iterator[Any]:
         if not match or int(match.group(1)) > 65535:
             raise ValueError(f"scheduler must be an address like 'tcp://host:8786', got "
                              f"{scheduler!r}")
-        with _import_distributed().Client(scheduler.strip()) as client:
+        address = scheduler.strip()
+        dist = _import_distributed()
+        _probe(address, connect_timeout())
+        where = f"the dask scheduler at {address}"
+        with dist.Client(address) as client, _cluster_errors(client, where):
             yield client
         return
     dist = _import_distributed()
     if not isinstance(scheduler, dist.Client):
         raise ValueError("scheduler must be an address like 'tcp://host:8786' or a "
                          f"distributed.Client, got {type(scheduler).__name__}")
-    yield scheduler
+    with _cluster_errors(scheduler, f"the dask scheduler at {_address_of(scheduler)}"):
+        yield scheduler
+
+
+def connect_timeout() -> float:
+    """Seconds to wait for a scheduler to answer: dask's
+    ``distributed.comm.timeouts.connect`` (environment:
+    ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT``)."""
+    try:
+        import dask.config
+        from dask.utils import parse_timedelta
+    except ImportError as err:
+        raise ImportError(f"running on a dask cluster needs dask.distributed: {_INSTALL}") \
+            from err
+    return float(parse_timedelta(dask.config.get("distributed.comm.timeouts.connect"), "s"))
+
+
+_RAISE_TIMEOUT = "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=60s raises the limit"
+
+
+def _probe(address: str, timeout: float) -> None:
+    """Connect to ``address`` and exchange dask's greeting, all within ``timeout``
+    seconds (plus a second's grace, so that dask's own connect timeout speaks first for
+    a port nobody listens on); ConnectionError saying what went wrong otherwise. Runs
+    in a thread of its own (with its own event loop), so it works under a running loop
+    too (Jupyter) and is abandoned, not awaited, when it hangs."""
+    outcome: dict[str, BaseException | None] = {}
+
+    def run() -> None:
+        try:
+            asyncio.run(asyncio.wait_for(_greet(address, timeout), timeout + 1.0))
+            outcome["error"] = None
+        except BaseException as err:  # noqa: BLE001 - reported by the caller's thread
+            outcome["error"] = err
+
+    worker = threading.Thread(target=run, name="gpscale-probe", daemon=True)
+    worker.start()
+    worker.join(timeout + 5.0)
+    if "error" not in outcome or isinstance(outcome["error"], asyncio.TimeoutError):
+        raise ConnectionError(f"{address} accepted the connection but did not answer within "
+                              f"{timeout:g} s, as a dask scheduler does at once: check that "
+                              f"the address is a running dask scheduler ({_RAISE_TIMEOUT})")
+    err = outcome["error"]
+    if err is None:
+        return
+    if isinstance(err, OSError):
+        raise ConnectionError(f"cannot reach a dask scheduler at {address} within "
+                              f"{timeout:g} s ({_first_line(err)}); check the address and "
+                              f"that the scheduler is running ({_RAISE_TIMEOUT})") from None
+    raise ConnectionError(f"{address} answered, but not as a dask scheduler does "
+                          f"({type(err).__name__}: {_first_line(err)}): it is not a dask "
+                          "scheduler, or not one this dask can talk to; check the address "
+                          "and port") from None
+
+
+async def _greet(address: str, timeout: float) -> None:
+    from distributed.comm import connect as comm_connect
+
+    comm = await comm_connect(address, timeout=timeout)
+    await comm.close()
+
+
+@contextlib.contextmanager
+def _cluster_errors(client: Any, where: str) -> Iterator[None]:
+    """Errors inside the block that come from the cluster, in one line naming ``where``
+    (ConnectionError): the scheduler lost (dask then fails with whatever it was doing,
+    e.g. an AttributeError of a closed client), a task killed on every worker it was
+    tried on, a task cancelled. Other errors pass unchanged."""
+    try:
+        yield
+    except Exception as err:
+        message = _cluster_failure(client, err, where)
+        if message is None:
+            raise
+        raise ConnectionError(message) from err
+
+
+def _cluster_failure(client: Any, err: Exception, where: str) -> str | None:
+    """What went wrong on the cluster to cause ``err``, or None when it is not the
+    cluster's doing."""
+    from distributed import KilledWorker
+    from distributed.client import FutureCancelledError, FuturesCancelledError
+    from distributed.comm import CommClosedError
+
+    detail = f"{type(err).__name__}: {_first_line(err)}"
+    if getattr(client, "status", "running") not in ("running", "closing") \
+            or isinstance(err, (CommClosedError, ConnectionError)):
+        return (f"lost the connection to {where} while in use ({detail}); check that "
+                "the scheduler is running and run again")
+    if isinstance(err, KilledWorker):
+        return (f"a worker of {where} died running a task, and so did every other worker "
+                f"it was given to ({detail}); look at the workers' logs (memory?)")
+    if isinstance(err, (FutureCancelledError, FuturesCancelledError)):
+        return (f"{where} cancelled a task ({detail}); a worker holding its data "
+                "may have died, or the scheduler restarted: run again")
+    return None
+
+
+def _address_of(client: Any) -> str:
+    scheduler = getattr(client, "scheduler", None)
+    return str(getattr(scheduler, "address", None) or "(unknown address)")
+
+
+def _first_line(err: BaseException) -> str:
+    text = str(err).strip()
+    return text.splitlines()[0] if text else "no message"
 
 
 # -- helpers --------------------------------------------------------------------------

@@ -104,6 +104,8 @@ def make_plan(data: Source | TrainingData | None, method: str, kernel: Kernel | 
     try:
         options.update(parse_option(picked, text) for text in option_text)
         picked.check_options(options)
+        if picked.size_check is not None and data is not None:
+            picked.size_check(options, data.num_features)
         options.update(placement_options(picked, device, dtype))
         if "device" in options:
             options["device"] = check_device(options["device"])

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.metadata
+import io
 import os
 from pathlib import Path
 from typing import Any
@@ -25,13 +26,14 @@ import torch
 from torch import nn
 
 from . import kernels as _kernels
-from .files import atomic_path
+from .files import atomic_bytes
 from .io.given import column_names, writable
 from .io.inputs import StringInputs
 from .kernels import Kernel
 from .methods import METHODS
 from .models import GPModel, model_class
 from .preprocessing import Standardizer
+from .quality import quality_entry, saved_quality
 from .train import FitResult
 from .validation import as_matrix, check_device
 
@@ -148,8 +150,16 @@ class Predictor:
         return (f"gpscale predictor: method {self.method!r} ({m.description if m else '?'}),"
                 f" kernel {self.kernel_name!r}\ninputs: {self.n_features}{made}"
                 f"{' ' + str(self.feature_names) if self.feature_names else ''}, training "
-                f"points: {getattr(self.model, 'n', '?')}\n{picked}fit: {self.result}\n"
+                f"points: {getattr(self.model, 'n', '?')}\n{picked}"
+                f"{self._quality_text()}fit: {self.result}\n"
                 f"hyperparameters, in {units}:\n{table}")
+
+    def _quality_text(self) -> str:
+        """The training data's quality findings (:mod:`gpscale.quality`), one
+        ``data quality:`` line each; empty when there are none or no report."""
+        q = getattr(self.scaler, "quality", None)
+        found = q.lines(self.feature_names) if q is not None else []
+        return "".join(f"data quality: {line}\n" for line in found)
 
     def __repr__(self) -> str:
         return (f"Predictor(method={self.method!r}, kernel={self.kernel_name!r}, "
@@ -175,34 +185,33 @@ class Predictor:
             "feature_names": self.feature_names, "target_name": self.target_name,
             "inputs": None if self.inputs is None else _plain(self.inputs.state()),
             "result": _plain(dataclasses.asdict(self.result)),
+            **quality_entry(self),
         }
+
+    def to_bytes(self) -> bytes:
+        """The saved file's bytes (:meth:`to_dict` through ``torch.save``)."""
+        buf = io.BytesIO()
+        torch.save(self.to_dict(), buf)
+        return buf.getvalue()
 
     def save(self, path: str | os.PathLike) -> Path:
         """Write the predictor to ``path`` (a torch file readable with
-        ``weights_only=True``); a failed save leaves nothing behind."""
-        payload = self.to_dict()  # before touching the file system
-        with atomic_path(path) as tmp:
-            torch.save(payload, tmp)
-        return Path(path)
+        ``weights_only=True``); a failed save leaves nothing behind. The file is made in
+        memory first and then written by :func:`gpscale.files.atomic_bytes`, so a full
+        disk is an OSError that says so (``torch.save`` writing the file itself reports
+        it as "unexpected pos")."""
+        return atomic_bytes(path, self.to_bytes(), "model file")
 
 
 def load(path: str | os.PathLike, device: torch.device | str | None = None) -> Predictor:
-    """Read a predictor written by :meth:`Predictor.save` (optionally onto ``device``)."""
+    """Read a predictor written by :meth:`Predictor.save` (optionally onto ``device``).
+    ValueError, in one line, for a file that is not a gpscale model, is damaged, or
+    comes from a newer gpscale."""
     device = check_device(device)
     if not (path := Path(path)).is_file():
         raise FileNotFoundError(f"model file {str(path)!r} not found")
-    try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
-    except Exception as err:  # noqa: BLE001 - any unpickling failure means "not ours"
-        raise ValueError(f"{str(path)!r} is not a gpscale model file (torch.load could not "
-                         f"read it: {type(err).__name__}: {err})") from None
-    if not isinstance(saved, dict) or saved.get("format") != _FORMAT_TAG:
-        raise ValueError(f"{str(path)!r} is not a gpscale model file "
-                         "(write one with gpscale fit or Predictor.save)")
-    version = saved.get("format_version")
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise ValueError(f"{str(path)!r} has format version {version!r}; this gpscale reads "
-                         f"up to {FORMAT_VERSION}: upgrade gpscale")
+    saved = _read(path)
+    _check_version(saved.get("format_version", _MISSING), path)
     try:
         pred = _rebuild(saved, path)
     except KeyError as err:
@@ -216,6 +225,59 @@ def load(path: str | os.PathLike, device: torch.device | str | None = None) -> P
     if device is not None:
         pred.model = pred.model.to(device)
     return pred
+
+
+#: the first bytes of every file torch.save writes (a zip archive)
+_ZIP_MAGIC = b"PK\x03\x04"
+_MISSING = object()
+
+
+def _read(path: Path) -> dict[str, Any]:
+    """The saved dictionary; ValueError when ``path`` is not a gpscale model file
+    (torch's own message for a CSV or a text file is a paragraph about weights_only)."""
+    with open(path, "rb") as f:
+        head = f.read(len(_ZIP_MAGIC))
+    if head != _ZIP_MAGIC:
+        raise ValueError(f"{str(path)!r} is not a gpscale model file ({_looks_like(head)}); "
+                         "give a file written by gpscale fit or Predictor.save")
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # noqa: BLE001 - any unpickling failure means "not ours"
+        first = str(err).strip().splitlines()[0] if str(err).strip() else ""
+        raise ValueError(f"{str(path)!r} is not a gpscale model file, or it is damaged "
+                         f"(torch.load could not read it: {type(err).__name__}: {first})") \
+            from None
+    if not isinstance(saved, dict) or saved.get("format") != _FORMAT_TAG:
+        raise ValueError(f"{str(path)!r} is not a gpscale model file "
+                         "(write one with gpscale fit or Predictor.save)")
+    return saved
+
+
+def _looks_like(head: bytes) -> str:
+    if not head:
+        return "it is empty"
+    if head[:1] == b"\x80":
+        return "it is a Python pickle, not the zip archive torch.save writes"
+    if all(32 <= b < 127 or b in b"\t\r\n" for b in head):
+        return "it is text, e.g. a CSV file; the model file is the --out of gpscale fit"
+    return "it is not the zip archive torch.save writes"
+
+
+def _check_version(version: Any, path: Path) -> None:
+    """ValueError unless ``version`` is one this gpscale reads (1 up to FORMAT_VERSION):
+    a newer version needs a newer gpscale; anything else (missing, not a whole number,
+    below 1) no gpscale ever wrote, so the file is damaged."""
+    if isinstance(version, int) and not isinstance(version, bool):
+        if 1 <= version <= FORMAT_VERSION:
+            return
+        if version > FORMAT_VERSION:
+            raise ValueError(f"{str(path)!r} has format version {version}; this gpscale "
+                             f"reads versions 1 to {FORMAT_VERSION}: upgrade gpscale")
+    found = ("it has no format version" if version is _MISSING else
+             f"format version {version!r} is not one gpscale writes (1 to "
+             f"{FORMAT_VERSION})")
+    raise ValueError(f"model file {str(path)!r} is damaged: {found}; fit the model again "
+                     "(gpscale fit or Predictor.save)")
 
 
 def _rebuild(saved: dict[str, Any], path: Path) -> Predictor:
@@ -232,11 +294,25 @@ def _rebuild(saved: dict[str, Any], path: Path) -> Predictor:
     model.load_state_dict(state)
     fields = {f.name for f in dataclasses.fields(FitResult)}
     result = FitResult(**{k: v for k, v in saved["result"].items() if k in fields})
-    return Predictor(model, Standardizer.from_state(saved["scaler"]), result,
+    scaler = dataclasses.replace(_scaler(saved["scaler"], path), quality=saved_quality(saved))
+    return Predictor(model, scaler, result,
                      method=saved["method"],
                      kernel_name=saved["kernel_name"], standardize=saved["standardize"],
                      feature_names=saved["feature_names"], target_name=saved["target_name"],
                      inputs=_string_inputs(saved.get("inputs"), path))
+
+
+def _scaler(state: dict[str, Any], path: Path) -> Standardizer:
+    """The saved scaler, after checking its numbers: a NaN or a zero scale would only
+    surface later as a puzzling error about the new inputs."""
+    for key in ("x_mean", "x_scale", "y_mean", "y_scale"):
+        values = np.asarray(state[key], dtype=np.float64)
+        bad = ~np.isfinite(values) | ((values <= 0) if key.endswith("scale") else False)
+        if bad.any():
+            raise ValueError(f"model file {str(path)!r} is damaged: its scaler's {key} holds "
+                             f"{values[bad].ravel()[0]!r}; fit the model again (gpscale fit "
+                             "or Predictor.save)")
+    return Standardizer.from_state(state)
 
 
 def _string_inputs(state: Any, path: Path) -> StringInputs | None:

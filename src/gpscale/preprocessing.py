@@ -7,16 +7,21 @@ Every column is held as (power-of-two exponent, scaled values in [-1, 1]); multi
 by a power of two is exact, so any finite column, from 1e-308 to 1e308, gives finite
 means and scales without losing precision. Each column's minimum and maximum are kept
 too: a column is constant exactly when they are equal, whatever roundoff the mean of its
-n values carries.
+n values carries. The same pass hashes every row (:class:`gpscale.quality.RowDigest`), so
+that the scaler carries a small data-quality report (:class:`gpscale.quality.DataQuality`:
+constant and near-constant columns, duplicated rows, the training ranges).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+
+from .quality import DataQuality, RowDigest
 
 __all__ = ["Moments", "Standardizer", "chunk_moments"]
 
@@ -42,6 +47,9 @@ class Moments:
     m2: np.ndarray    # (k,) scaled sum of squared deviations from the mean
     lo: np.ndarray    # (k,) scaled minimum
     hi: np.ndarray    # (k,) scaled maximum; max(|lo|, |hi|) in [0.5, 1) (0 for all zeros)
+    #: hashes of the rows these moments summarise (inputs and target), when the pass
+    #: took them (:func:`chunk_moments` does); merged along
+    digest: RowDigest | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def empty(cls, k: int) -> Moments:
@@ -99,7 +107,9 @@ class Moments:
         delta = mb - ma
         mean = ma + delta * (other.n / n)
         m2 = qa + qb + delta * delta * (self.n * (other.n / n))
-        return Moments(n, exp, mean, m2, np.minimum(la, lb), np.maximum(ha, hb))
+        both = self.digest is not None and other.digest is not None
+        return Moments(n, exp, mean, m2, np.minimum(la, lb), np.maximum(ha, hb),
+                       self.digest.merge(other.digest) if both else None)
 
     @classmethod
     def combine(cls, parts: Iterable[Moments], k: int | None = None) -> Moments:
@@ -166,6 +176,9 @@ class Standardizer:
     x_scale: np.ndarray
     y_mean: float
     y_scale: float
+    #: what the moments pass found in the training data (None: not standardised, or
+    #: a model file written before the report existed)
+    quality: DataQuality | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def fit(cls, X: np.ndarray, y: np.ndarray | None = None) -> Standardizer:
@@ -180,7 +193,9 @@ class Standardizer:
 
     @classmethod
     def from_moments(cls, mx: Moments, my: Moments | None = None) -> Standardizer:
-        """The scaler for merged :class:`Moments` of X's columns (and y's)."""
+        """The scaler for merged :class:`Moments` of X's columns (and y's), with its
+        data-quality report; warns (:class:`gpscale.quality.DataQualityWarning`) when
+        many rows are copies of others."""
         if mx.n == 0:
             raise ValueError("no rows to standardise: the data are empty")
         # a constant column is divided by its magnitude (at least 1), so it becomes ~0
@@ -194,7 +209,9 @@ class Standardizer:
                     "Check the target column, or pass standardize=False (--no-standardize "
                     "on the command line)."
                 )
-        return cls(mx.means, x_scale, y_mean, y_scale)
+        quality = DataQuality.of(mx)
+        quality.warn_fit()
+        return cls(mx.means, x_scale, y_mean, y_scale, quality)
 
     @classmethod
     def identity(cls, d: int) -> Standardizer:
@@ -207,9 +224,13 @@ class Standardizer:
         cols = list(cols)
         x_mean, x_scale = self.x_mean.copy(), self.x_scale.copy()
         x_mean[cols], x_scale[cols] = 0.0, 1.0
-        return Standardizer(x_mean, x_scale, self.y_mean, self.y_scale)
+        return dataclasses.replace(self, x_mean=x_mean, x_scale=x_scale)
 
     def transform_x(self, X: np.ndarray) -> np.ndarray:
+        """Standardised X. Warns (:class:`gpscale.quality.DataQualityWarning`) naming
+        the columns with values far outside the training range (none are, in training)."""
+        if self.quality is not None:
+            self.quality.warn_far(X)
         e = _exponent(self.x_mean, self.x_scale)
         return ((np.ldexp(np.asarray(X, dtype=np.float64), -e) - np.ldexp(self.x_mean, -e))
                 / np.ldexp(self.x_scale, -e))
@@ -240,6 +261,8 @@ class Standardizer:
         return np.asarray(std, dtype=np.float64) * self.y_scale
 
     def state(self) -> dict[str, Any]:
+        """Plain values for the model file (the quality report is saved beside them:
+        :func:`gpscale.quality.quality_entry`)."""
         return {"x_mean": self.x_mean.tolist(), "x_scale": self.x_scale.tolist(),
                 "y_mean": self.y_mean, "y_scale": self.y_scale}
 
@@ -269,6 +292,7 @@ def chunk_moments(chunks: Iterable[tuple[np.ndarray, np.ndarray | None]]
                                              "y", i)
         if cy is not None and cy.n != cx.n:
             raise ValueError(f"chunk {i}: X has {cx.n} rows but y has {cy.n} values")
+        cx = dataclasses.replace(cx, digest=RowDigest.of(X, None if cy is None else y))
         mx = cx if mx is None else mx.merge(cx)
         my = cy if my is None else my.merge(cy)
     if mx is None:

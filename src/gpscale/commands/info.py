@@ -23,6 +23,7 @@ from torch import nn
 from ..methods import METHODS
 from ..params import positive_params
 from ..predictor import Predictor, load
+from ..quality import quality_state, saved_quality
 
 __all__ = ["model_info", "info_text"]
 
@@ -64,9 +65,21 @@ def model_info(path: str | os.PathLike) -> dict[str, Any]:
                 "evaluations": int(result.n_evals), "time_s": _num(result.wall_s),
                 "converged": bool(result.converged), "reason": result.reason},
         "solver": _solver(pred.model),
+        "data_quality": _quality(pred, saved, names),
         "hyperparameters": hyperparameters(pred),
         "other_parameters": {k: list(p.shape) for k, p in _others(pred.model).items()},
     }
+
+
+def _quality(pred: Predictor, saved: dict[str, Any], names: list[str]
+             ) -> dict[str, Any] | None:
+    """The training data's quality report (:mod:`gpscale.quality`), as saved in the file,
+    with its findings as text (``lines``); None for models fitted without
+    standardisation or saved without the report."""
+    q = getattr(pred.scaler, "quality", None) or saved_quality(saved)
+    if q is None:
+        return None
+    return {**quality_state(q), "lines": q.lines(names)}
 
 
 def _solver(model: nn.Module) -> dict[str, Any] | None:
@@ -229,6 +242,10 @@ def info_text(info: dict[str, Any]) -> str:
             f" relative residual {solver.get('residual', float('nan')):.2e} (tol "
             f"{solver.get('tol')}); the file holds "
             + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in held.items())]
+    quality = info.get("data_quality")
+    if quality is not None:
+        found = quality["lines"] or ["no constant columns or duplicated rows found"]
+        lines[-2:-2] = [f"quality  {found[0]}", *(f"         {t}" for t in found[1:])]
     rows = [(name, _value_text(e)) for name, e in info["hyperparameters"].items()]
     width = max((len(r[0]) for r in rows), default=0)
     lines += [f"  {name:<{width}}  {text}" for name, text in rows]

@@ -23,6 +23,10 @@ __all__ = ["UsageError", "PREDICT_COLUMNS", "count", "quantiles", "quantile_colu
 
 #: output columns of ``gpscale predict`` besides ``--keep`` and ``--quantiles``
 PREDICT_COLUMNS = ("mean", "std")
+#: the precisions the methods compute in (``--dtype``)
+DTYPES = ("float64", "float32")
+#: ``--seed`` seeds torch's generator, which takes 64-bit unsigned integers
+SEED_LIMIT = 2**64
 
 
 class UsageError(ValueError):
@@ -90,6 +94,7 @@ def check_usage(args: argparse.Namespace) -> None:
     if args.command == "methods" and args.name is not None and args.name not in api.METHODS:
         raise UsageError(f"unknown method {args.name!r}; choose one of {sorted(api.METHODS)}")
     if args.command == "fit":
+        _check_fit_values(args)
         if args.kernel is not None and args.kernel.lower() not in KERNELS:
             raise UsageError(f"unknown kernel {args.kernel!r}; choose one of "
                              f"{sorted(KERNELS)}")
@@ -111,6 +116,17 @@ def check_usage(args: argparse.Namespace) -> None:
             raise UsageError(f"output column(s) {dupes} would appear twice: give each "
                              "--keep column and quantile once, and do not --keep a column "
                              f"named {' or '.join(PREDICT_COLUMNS)}")
+
+
+def _check_fit_values(args: argparse.Namespace) -> None:
+    """UsageError for a ``--dtype`` no method computes in and a ``--seed`` torch cannot
+    take: checked here, before any work, so they are not internal errors later."""
+    if args.dtype is not None and args.dtype.strip().removeprefix("torch.") not in DTYPES:
+        raise UsageError(f"--dtype must be one of {', '.join(DTYPES)} (the precisions the "
+                         f"methods compute in), got {args.dtype!r}")
+    if args.seed is not None and not 0 <= args.seed < SEED_LIMIT:
+        raise UsageError(f"--seed must be a whole number from 0 to 2**64 - 1, got "
+                         f"{args.seed}")
 
 
 def fit_plan(args: argparse.Namespace, source: Any = None, kernel: Any = None) -> Plan:

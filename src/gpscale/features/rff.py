@@ -59,6 +59,47 @@ def draw_frequencies(
     return omega
 
 
+#: p x p matrices a weight-space fit holds at once: ΦᵀΦ, A = ΦᵀΦ + σ²W⁻¹, A's Cholesky
+#: factor and the gradient with respect to ΦᵀΦ (:mod:`gpscale.models.feature`)
+SQUARE_MATRICES = 4
+#: share of the available memory a fit may plan to use
+MEMORY_SHARE = 0.8
+
+
+def feature_bytes(p: int, d: int, dtype: torch.dtype = torch.float64) -> float:
+    """Memory of a weight-space fit with p features on d inputs, in bytes: the p x p
+    matrices (:data:`SQUARE_MATRICES`) and the (p/2) x d frequencies."""
+    item = torch.empty((), dtype=dtype).element_size()
+    return item * (SQUARE_MATRICES * float(p) * p + 0.5 * p * d)
+
+
+def check_feature_memory(p: int, d: int, available: int | None,
+                         dtype: torch.dtype = torch.float64, option: str = "num_features"
+                         ) -> None:
+    """ValueError, before any work, when p features cannot fit in ``available`` bytes
+    (None: unknown, nothing is checked): drawing the frequencies block by block and the
+    first p x p product would otherwise run for minutes before failing. The message
+    gives the largest p that fits."""
+    need = feature_bytes(p, d, dtype)
+    if available is None or need <= MEMORY_SHARE * available:
+        return
+    item = torch.empty((), dtype=dtype).element_size()
+    top = int(math.sqrt(MEMORY_SHARE * available / (SQUARE_MATRICES * item))) // 2 * 2
+    raise ValueError(
+        f"{option}={p} needs about {_size(need)} ({SQUARE_MATRICES} matrices of p x p = "
+        f"{p} x {p} values: ΦᵀΦ, its Cholesky factor and their gradients) but "
+        f"{_size(available)} of memory is available. Choose {option} of at most {top} "
+        f"(the default is 512; a few thousand is usually plenty), or a method that does "
+        "not hold p x p matrices (gpscale methods)")
+
+
+def _size(b: float) -> str:
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if b >= scale:
+            return f"{b / scale:.3g} {unit}"
+    return f"{b:.0f} bytes"
+
+
 def _gamma(shape: float, num: int, generator: torch.Generator | None, dtype) -> torch.Tensor:
     """Gamma(shape, 1) draws for half-integer shapes, as half a sum of squared normals
     (χ²_k / 2 ~ Gamma(k/2)), so that a torch.Generator seeds them."""

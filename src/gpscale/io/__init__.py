@@ -10,6 +10,7 @@ fixed-size chunks; predictions streamed back out to CSV or Parquet.
 from .batch import Batch, Columns, Origin, Partition, rechunk
 from .csvfile import CsvPartition
 from .daskdata import DaskPartition
+from .fingerprint import Fingerprint, SourceChangedError
 from .given import TrainingData, training_data
 from .inputs import StringInputs, open_strings, prediction_source, training_source
 from .memory import ArrayPartition, FramePartition
@@ -23,4 +24,5 @@ __all__ = ["open_source", "Source", "write_table", "Partition", "Batch", "Column
            "CsvPartition", "ParquetPartition", "ArrayPartition", "FramePartition",
            "DaskPartition", "find_files", "file_format", "rechunk", "CHUNK_BYTES", "FORMATS",
            "StringInputs", "open_strings", "training_source", "prediction_source", "Rows",
-           "TensorPartition", "as_rows", "TrainingData", "training_data"]
+           "TensorPartition", "as_rows", "TrainingData", "training_data", "Fingerprint",
+           "SourceChangedError"]

@@ -216,5 +216,20 @@ def text_error(origin: Origin, cols: Columns, found: dict[str, tuple[int, object
         parts.append(f"{cols.label(c)} ({', '.join(what)})")
     where = "; ".join(parts)
     return ValueError(f"non-numeric column(s) in {origin.name}: {where}. Inputs and the "
-                      "target must be numbers: drop these columns (exclude=[...], or name "
-                      "the inputs with features=[...]) or encode them as numbers")
+                      f"target must be numbers: encode these columns as numbers, or leave "
+                      f"them out. {_leave_out([c for c in found if c != cols.target])}")
+
+
+def _leave_out(names: list[str]) -> str:
+    """How to leave columns out, at each door as it really is: ``gpscale fit`` and
+    ``gpscale.fit`` read every column but the target (neither takes a column list); the
+    source API does."""
+    if not names:
+        return "Check the target column, or name another one"
+    listed = ", ".join(repr(c) for c in names)
+    return (f"gpscale fit (the command line) and gpscale.fit(data, target=...) read every "
+            f"column but the target, so write the data without them (in pandas: "
+            f"df.drop(columns=[{listed}])), or open the data with "
+            f"gpscale.io.open_source(data, target=..., exclude=[{listed}]) and pass that "
+            "source to gpscale.fit. A SMILES or sequence column can be the inputs: "
+            "--smiles / --sequence COLUMN (gpscale.io.open_strings in Python)")

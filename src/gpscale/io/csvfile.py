@@ -22,7 +22,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pv
 
 from .batch import Batch, Columns, Origin, Partition, arrow_batch, rechunk, text_error
-from .csvlines import lines_of_rows, text_rows
+from .csvlines import is_gzip, lines_of_rows, text_rows
+from .fingerprint import Fingerprint
 
 __all__ = ["CsvHeader", "CsvPartition", "read_header", "lines_of_rows"]
 
@@ -42,15 +43,18 @@ class CsvHeader:
     raw: tuple[str, ...]
     has_rows: bool
     block: int = 0  # a block size (bytes) that held the first rows
+    stamp: Fingerprint | None = None  # the file when its header was read
 
 
 def read_header(path: str) -> CsvHeader:
-    """The header of a CSV file (reads its first block only)."""
+    """The header of a CSV file (reads its first block only), and its fingerprint."""
+    stamp = Fingerprint.of(path)
     block, multiline = _PROBE_BLOCK, False
     while True:
         try:
-            reader = pv.open_csv(path, read_options=pv.ReadOptions(block_size=block,
-                                                                   use_threads=False),
+            reader = pv.open_csv(_input(path),
+                                 read_options=pv.ReadOptions(block_size=block,
+                                                             use_threads=False),
                                  parse_options=pv.ParseOptions(newlines_in_values=multiline),
                                  convert_options=pv.ConvertOptions(null_values=NULL_VALUES))
             raw = tuple(reader.schema.names)
@@ -74,18 +78,31 @@ def read_header(path: str) -> CsvHeader:
     if dupes or "" in names:
         raise ValueError(f"{path!r}: column names must be unique and non-empty "
                          f"(duplicated: {dupes}{', and an empty name' if '' in names else ''})")
-    return CsvHeader(names, raw, has_rows, block)
+    return CsvHeader(names, raw, has_rows, block, stamp)
+
+
+def _input(path: str) -> str | pa.NativeFile:
+    """What pyarrow's CSV reader opens: the path (pyarrow decompresses ``.gz`` and other
+    compressed names by their extension), or a gzip stream for gzip data under a name
+    such as ``.csv`` (told by its first bytes), which the reader would otherwise parse
+    as text."""
+    if is_gzip(path) and not path.lower().endswith(".gz"):
+        return pa.input_stream(path, compression="gzip")
+    return path
 
 
 @dataclass(eq=False, repr=False)
 class CsvPartition(Partition):
     """One CSV file: ``raw`` maps each column name in ``cols`` to the name as written;
-    ``block``: the reader's block size in bytes (it must hold the longest row)."""
+    ``block``: the reader's block size in bytes (it must hold the longest row);
+    ``stamp``: the file's fingerprint when the source was opened, checked before and after
+    every read (:class:`~gpscale.io.fingerprint.SourceChangedError`)."""
 
     path: str
     cols: Columns
     raw: dict[str, str]
     block: int = _BLOCK
+    stamp: Fingerprint | None = None
     _rows: int | None = None
 
     @property
@@ -128,23 +145,30 @@ class CsvPartition(Partition):
         restarts the read after the rows already given, with the slower parser that
         allows newlines in values, or a larger block."""
         block, done, multiline = self.block, 0, False
+        self._check_unchanged()
         while True:
             try:
                 reader = pv.open_csv(
-                    self.path, convert_options=convert,
+                    _input(self.path), convert_options=convert,
                     read_options=pv.ReadOptions(block_size=block, skip_rows_after_names=done),
                     parse_options=pv.ParseOptions(newlines_in_values=multiline))
                 for rb in reader:
                     done += rb.num_rows
                     yield rb
+                self._check_unchanged()  # replaced while this pass read it
                 return
             except pa.ArrowInvalid as err:
+                self._check_unchanged()  # a file rewritten under the reader
                 if "newlines_in_values" in str(err) and not multiline:
                     multiline = True
                 elif "straddl" in str(err) and block < _MAX_BLOCK:
                     block *= 4
                 else:
                     raise _diagnose(self.path, err, self) from None
+
+    def _check_unchanged(self) -> None:
+        if self.stamp is not None:
+            self.stamp.check(self.path)
 
     def _first_text(self) -> dict[str, tuple[int, object]]:
         """Per numeric column, the first cell pyarrow cannot read as a number (within the

@@ -7,15 +7,24 @@ import csv
 import gzip
 from collections.abc import Iterator
 
-__all__ = ["LINE_SCAN_LIMIT", "lines_of_rows", "text_rows"]
+__all__ = ["LINE_SCAN_LIMIT", "is_gzip", "lines_of_rows", "text_rows"]
 
 #: rows beyond this are reported as data rows, not scanned for their line
 LINE_SCAN_LIMIT = 5_000_000
 
 
+def is_gzip(path: str) -> bool:
+    """Whether ``path`` starts with the gzip magic bytes (whatever its name)."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(2) == b"\x1f\x8b"
+    except OSError:
+        return False
+
+
 def text_rows(path: str, header: bool = False) -> Iterator[tuple[int, list[str]]]:
     """(line number, fields) of every non-blank row (after the header unless ``header``)."""
-    opener = gzip.open if path.endswith(".gz") else open
+    opener = gzip.open if is_gzip(path) else open
     with opener(path, "rt", newline="", encoding="utf-8-sig", errors="replace") as f:
         reader = csv.reader(f)
         skip = not header

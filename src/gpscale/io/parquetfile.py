@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .batch import Batch, Columns, Origin, Partition, arrow_batch, numeric_type, rechunk, text_error
+from .fingerprint import Fingerprint
 
 __all__ = ["ParquetInfo", "ParquetPartition", "read_info"]
 
@@ -24,16 +25,19 @@ _BUFFER = 1 << 20
 
 @dataclass(frozen=True)
 class ParquetInfo:
-    """A file's column names and types, and the number of rows of each row group."""
+    """A file's column names and types, the number of rows of each row group, and its
+    fingerprint (:class:`~gpscale.io.fingerprint.Fingerprint`) when it was read."""
 
     names: tuple[str, ...]
     types: dict[str, pa.DataType]
     group_rows: tuple[int, ...]
+    stamp: Fingerprint | None = None
 
 
 def read_info(path: str) -> ParquetInfo:
-    """Schema and row-group sizes from the footer of ``path``."""
+    """Schema, row-group sizes and fingerprint from the footer of ``path``."""
     try:
+        before = Fingerprint.of(path)  # taken first: a later change shows up as a difference
         f = pq.ParquetFile(path)
     except (pa.ArrowInvalid, OSError) as err:
         raise ValueError(f"could not read {path!r} as a Parquet file ({err})") from None
@@ -44,7 +48,8 @@ def read_info(path: str) -> ParquetInfo:
     if dupes:
         raise ValueError(f"{path!r}: column names must be unique (duplicated: {dupes})")
     return ParquetInfo(names, {n: schema.field(n).type for n in names},
-                       tuple(meta.row_group(i).num_rows for i in range(meta.num_row_groups)))
+                       tuple(meta.row_group(i).num_rows for i in range(meta.num_row_groups)),
+                       Fingerprint(before.size, before.mtime_ns, int(meta.num_rows)))
 
 
 def example_values(path: str, names: list[str]) -> dict[str, tuple[int, object]]:
@@ -77,13 +82,16 @@ def check_types(path: str, info: ParquetInfo, cols: Columns) -> None:
 
 @dataclass(eq=False, repr=False)
 class ParquetPartition(Partition):
-    """Row group ``group`` of ``path``; ``offset`` rows of the file come before it."""
+    """Row group ``group`` of ``path``; ``offset`` rows of the file come before it.
+    ``stamp``: the file's fingerprint when the source was opened; every read checks the
+    file against it before and after (:class:`~gpscale.io.fingerprint.SourceChangedError`)."""
 
     path: str
     group: int
     offset: int
     rows: int
     cols: Columns
+    stamp: Fingerprint | None = None
 
     @property
     def origin(self) -> Origin:
@@ -100,11 +108,17 @@ class ParquetPartition(Partition):
         try:
             # unbuffered whole column chunks would cost the row group's size in memory
             f = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=_BUFFER)
+            if self.stamp is not None:
+                self.stamp.check(self.path, int(f.metadata.num_rows))
             done = 0
             for rb in f.iter_batches(batch_size=rows, row_groups=[self.group],
                                      columns=list(self.cols.all)):
                 yield arrow_batch(rb, self.cols, self.origin.shifted(done))
                 done += rb.num_rows
         except (pa.ArrowInvalid, OSError) as err:
+            if self.stamp is not None:
+                self.stamp.check(self.path)  # a file rewritten under the reader
             raise ValueError(f"could not read row group {self.group} of {self.path!r} "
                              f"({err})") from None
+        if self.stamp is not None:
+            self.stamp.check(self.path)  # replaced while this pass read it

@@ -248,14 +248,14 @@ def _files(files: list[str], target, features, exclude, keep) -> Source:
     for f, h in zip(files, headers):
         if file_format(f) == "csv":
             parts.append(CsvPartition(f, cols, dict(zip(h.names, h.raw)),
-                                      max(4 * h.block, 1 << 20)))
+                                      max(4 * h.block, 1 << 20), stamp=h.stamp))
             any_rows = any_rows or h.has_rows
             continue
         check_types(f, h, cols)
         offset = 0
         for g, rows in enumerate(h.group_rows):
             if rows:
-                parts.append(ParquetPartition(f, g, offset, rows, cols))
+                parts.append(ParquetPartition(f, g, offset, rows, cols, h.stamp))
             offset += rows
         any_rows = any_rows or offset > 0
     if not any_rows:

@@ -12,6 +12,7 @@ import io
 import os
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -20,7 +21,7 @@ import pyarrow.compute as pc
 import pyarrow.csv as pv
 import pyarrow.parquet as pq
 
-from ..files import atomic_path
+from ..files import atomic_path, flush, write_all, write_error
 from .paths import file_format
 
 __all__ = ["write_table"]
@@ -42,8 +43,8 @@ def write_table(path: str | os.PathLike, chunks: Iterable[Mapping[str, Any]],
         return _csv_to_stream(tables)
     with atomic_path(path) as tmp:
         if fmt == "parquet":
-            return _parquet(str(tmp), tables)
-        return _csv_to_file(str(tmp), tables, gzip=path.lower().endswith(".gz"))
+            return _parquet(str(tmp), tables, path)
+        return _csv_to_file(str(tmp), tables, path, gzip=path.lower().endswith(".gz"))
 
 
 def _array(v: Any, name: str, i: int) -> pa.Array:
@@ -114,45 +115,64 @@ def _needs_quotes(col: pa.ChunkedArray) -> bool:
     return bool(pc.any(pc.match_substring_regex(text, '[,"\r\n]')).as_py())
 
 
-def _csv_to_file(tmp: str, tables: Iterator[pa.Table], gzip: bool) -> int:
+def _csv_to_file(tmp: str, tables: Iterator[pa.Table], path: str, gzip: bool) -> int:
     rows = 0
     sink: Any = pa.OSFile(tmp, "wb")
     if gzip:
         sink = pa.CompressedOutputStream(sink, "gzip")
     try:
         for i, t in enumerate(tables):
-            sink.write(_csv_bytes(t, i == 0))
+            data = _csv_bytes(t, i == 0)
+            with _writing(path):
+                sink.write(data)
             rows += t.num_rows
     finally:
-        sink.close()
+        with _writing(path):
+            sink.close()
     return rows
 
 
+@contextmanager
+def _writing(path: str) -> Iterator[None]:
+    """A failed write to ``path`` (a full disk) as an OSError that names the file and
+    says the output is incomplete: pyarrow's own words name neither."""
+    try:
+        yield
+    except OSError as err:
+        raise write_error(err, repr(path)) from None
+
+
 def _csv_to_stream(tables: Iterator[pa.Table]) -> int:
+    """CSV on standard output, every byte of it: under ``python -u`` its binary layer
+    is a raw stream that may take part of a chunk (a disk filling up behind ``>``), so
+    :func:`~gpscale.files.write_all` loops on short writes and a failure is an OSError,
+    never a truncated output reported as written."""
     sys.stdout.flush()  # text already written goes first
     out = getattr(sys.stdout, "buffer", None)
     rows = 0
     for i, t in enumerate(tables):
         data = _csv_bytes(t, i == 0)
         if out is not None:
-            out.write(data)
+            write_all(out, data, "standard output")
         else:
             sys.stdout.write(data.decode())
         rows += t.num_rows
-    sys.stdout.flush()
+    flush(out if out is not None else sys.stdout, "standard output")
     return rows
 
 
-def _parquet(tmp: str, tables: Iterator[pa.Table]) -> int:
+def _parquet(tmp: str, tables: Iterator[pa.Table], path: str) -> int:
     rows = 0
     writer = None
     try:
         for t in tables:
-            if writer is None:
-                writer = pq.ParquetWriter(tmp, t.schema)
-            writer.write_table(t)
+            with _writing(path):
+                if writer is None:
+                    writer = pq.ParquetWriter(tmp, t.schema)
+                writer.write_table(t)
             rows += t.num_rows
     finally:
         if writer is not None:
-            writer.close()
+            with _writing(path):
+                writer.close()
     return rows

@@ -4,14 +4,18 @@ L-BFGS from the streamed statistics ΦᵀΦ, Φᵀy."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ..features import RandomFourierFeatures
+from ..features.rff import check_feature_memory
 from ..io.rows import Rows, as_rows
 from ..kernels import Kernel, spectral_facts
 from ..models import FeatureGP
 from ..train import FitResult, fit_lbfgs
 from ..validation import as_dtype, check_int, check_positive
+from .exact import available_memory
 from .registry import register
 
 
@@ -32,15 +36,27 @@ def signal_variance(model: FeatureGP, outputscale: float) -> FeatureGP:
     return model
 
 
+#: rff's number of features p when none is given
+DEFAULT_NUM_FEATURES = 512
 #: ``subsample="auto"`` learns θ on this many rows when n is over AUTO_ABOVE (the default
 #: chosen by the measurement in benchmarks/results/scale-1e6)
 AUTO_SUBSAMPLE, AUTO_ABOVE = 20_000, 100_000
 
 
+def _feature_memory(options: dict[str, Any], num_features: int) -> None:
+    """The planner's check, before any pass over the rows: p x p matrices that cannot fit
+    are refused (:func:`check_feature_memory`)."""
+    p = options.get("num_features", DEFAULT_NUM_FEATURES)
+    check_feature_memory(check_int("num_features", p, 2), num_features, available_memory(),
+                         as_dtype(options.get("dtype", torch.float64)))
+
+
 @register("rff", "random Fourier features (orthogonal), ML-II by L-BFGS: stationary "
-          "kernels on many rows (10^5 and more), streamed from files or a cluster", reads="passes")
+          "kernels on many rows (10^5 and more), streamed from files or a cluster",
+          reads="passes", size_check=_feature_memory)
 def fit_rff(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
-            num_features: int = 512, noise: float = 0.1, max_iter: int = 200, seed: int = 0,
+            num_features: int = DEFAULT_NUM_FEATURES, noise: float = 0.1,
+            max_iter: int = 200, seed: int = 0,
             subsample: int | str | None = "auto", refine: int = 0, progress: bool = False,
             device: torch.device | str | None = None,
             dtype: torch.dtype | str = torch.float64) -> tuple[FeatureGP, FitResult]:
@@ -58,10 +74,13 @@ def fit_rff(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
     facts = spectral_facts(kernel, "rff")
     rows = as_rows(X, y)
     d = rows.num_features
-    feats = RandomFourierFeatures(d, check_int("num_features", num_features, 2),
+    num_features = check_int("num_features", num_features, 2)
+    dtype = as_dtype(dtype)
+    check_feature_memory(num_features, d, available_memory(), dtype)  # before any work
+    feats = RandomFourierFeatures(d, num_features,
                                   kernel=facts.density, lengthscale=facts.lengthscale,
                                   ard=facts.ard, seed=check_int("seed", seed, 0))
-    noise, dtype = check_positive("noise", noise), as_dtype(dtype)
+    noise = check_positive("noise", noise)
     max_iter, refine = check_int("max_iter", max_iter, 1), check_int("refine", refine, 0)
 
     def full(noise: float) -> FeatureGP:

@@ -1,10 +1,13 @@
 """The warnings trainers emit, importable as ``gpscale.ConvergenceWarning`` and
-``gpscale.SizeWarning`` (also from ``gpscale.train``) so that users can filter them:
+``gpscale.SizeWarning`` (also from ``gpscale.train``; :class:`DataQualityWarning` from
+``gpscale.train`` and ``gpscale.quality``) so that users can filter them:
 ``warnings.simplefilter("error", gpscale.ConvergenceWarning)``."""
 
 from __future__ import annotations
 
-__all__ = ["ConvergenceWarning", "SizeWarning"]
+from ..quality import DataQualityWarning  # defined there: preprocessing imports it early
+
+__all__ = ["ConvergenceWarning", "DataQualityWarning", "SizeWarning"]
 
 
 class ConvergenceWarning(UserWarning):
