@@ -142,3 +142,27 @@ def test_the_exact_large_benchmark_on_a_small_slice(tmp_path, capsys, data_dir):
     assert row["n"] == 300 and row["cg_iterations"] >= 1 and 0 <= row["coverage95"] <= 1
     assert row["rmse"] < 1.0 and row["peak_rss_gib"] > 0
     assert lines[-1]["summary"] and (tmp_path / "exact-large.md").exists()
+
+
+def test_a_sample_fit_ending_at_the_noise_floor_is_checked_on_held_out_rows():
+    """θ from a sample whose ML-II fit ends with the noise at its floor (noise-free y)
+    is compared, on rows outside the sample, with θ from half the sample; the kept one
+    has the lower held-out NLPD, recomputed here from the two models, and a warning
+    says which was kept."""
+    import torch
+
+    from gpscale.kernels import make_kernel
+
+    rng = np.random.default_rng(4)
+    X = torch.as_tensor(rng.uniform(-2, 2, (300, 2)))
+    y = torch.sin(2 * X[:, 0]) * torch.cos(X[:, 1])  # no noise: ML-II interpolates
+    with pytest.warns(gpscale.ConvergenceWarning, match="noise at or near its floor"):
+        model, result = exact_method.fit_exact(X, y, make_kernel("rbf-ard", 2),
+                                               solver="cg", subsample=120, seed=0)
+    check = next(h for h in result.history if h.get("phase") == "held-out check")
+    assert check["rows"] == 180  # every row outside the sample (fewer than HELD_OUT_ROWS)
+    best = min(check["nlpd_sample_theta"], check["nlpd_half_sample_theta"])
+    kept = ("half sample" if check["nlpd_half_sample_theta"] < check["nlpd_sample_theta"]
+            else "sample")
+    assert check["kept"] == kept and np.isfinite(best)
+    assert isinstance(model, IterativeExactGP) and model.n == 300

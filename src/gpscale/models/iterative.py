@@ -10,7 +10,7 @@ Gardner et al. 2018): every product C V is a pass over row blocks of K
 (:class:`~gpscale.linalg.operator.KernelOperator`, float32 tiles with float64 sums
 by default), the preconditioner is P = L Lᵀ + σ²I applied by Woodbury, with L from
 randomly pivoted Cholesky (Chen, Epperly, Tropp & Webber 2023;
-:func:`~gpscale.linalg.lowrank.rp_cholesky`), grown until tr(K − LLᵀ) ≤ 4nσ² or the
+:func:`~gpscale.linalg.lowrank.rp_cholesky`), grown until tr(K − LLᵀ) ≤ nσ²/4 or the
 memory cap, and the variance cache's right-hand sides ride in the same passes as
 y − m (:mod:`gpscale.models.iterative_variance`).
 
@@ -47,12 +47,20 @@ from .exact import ExactGP, gaussian_nll
 from .iterative_variance import LanczosVariance, PathwiseVariance, variance_cache
 from .precond import kernel_preconditioner
 
-__all__ = ["IterativeExactGP", "DENSE_OBJECTIVE_MAX", "PRECOND_BYTES", "FLOAT32_MIN_TOL"]
+__all__ = ["IterativeExactGP", "DENSE_OBJECTIVE_MAX", "PRECOND_BYTES", "PRECOND_TOL",
+           "FLOAT32_MIN_TOL"]
 
 #: the smallest ``tol`` solved with float32 tiles: their rounding (about 1e-7 per entry,
 #: times |K||α|, which grows as σ² shrinks) leaves a true relative residual of up to a
 #: few 1e-4 that the CG recurrence no longer sees
 FLOAT32_MIN_TOL = 1e-3
+#: rpchol's stop, tr(K − LLᵀ) ≤ PRECOND_TOL · nσ²: a mean excess of 1/4 over the
+#: preconditioned spectrum's floor. On elevators fold 0 (14 940 rows, σ² = 0.14, 65
+#: right-hand sides, one thread) the earlier 4.0 stopped at rank 128 and CG took 67
+#: iterations (166 s); 0.25 gave rank 256, 11 iterations, 45 s (0.05: the same rank);
+#: the mean excess bounds the iterations only loosely, a few large eigenvalues of
+#: K − LLᵀ are what the extra columns remove. Past the memory cap the rank stops there.
+PRECOND_TOL = 0.25
 #: memory for the preconditioner's factor L (n x r) when ``precond_rank`` is None
 PRECOND_BYTES = 3 * 2**29
 #: ``objective()`` (the exact NLML by one Cholesky) is offered up to this many rows
@@ -75,7 +83,7 @@ class IterativeExactGP(GPModel):
         None: as many columns as fit in :data:`PRECOND_BYTES`, at most n).
     precond_tol : "rpchol" stops adding columns once tr(K − L Lᵀ) ≤ precond_tol · n σ²
         (the preconditioned spectrum is about 1 + eig(K − LLᵀ)/σ², so this bounds its
-        mean excess over 1, which sets the number of CG iterations).
+        mean excess over 1). Default :data:`PRECOND_TOL`.
     precond : how L is found: "rpchol" (randomly pivoted Cholesky in blocks), "pivchol"
         (greedy pivoted Cholesky, one kernel row per pivot, exactly ``precond_rank``
         columns) or "none".
@@ -103,7 +111,7 @@ class IterativeExactGP(GPModel):
         dtype: torch.dtype = torch.float64, device: torch.device | str | None = None,
         noise_floor: float | None = None, *, mean_constant: float = 0.0,
         tol: float = 1e-3, max_iter: int = 1000, precond_rank: int | None = None,
-        precond_tol: float = 4.0, precond: str = "rpchol", block: int | None = None,
+        precond_tol: float = PRECOND_TOL, precond: str = "rpchol", block: int | None = None,
         block_dtype: str = "float32", variance: str = "auto",
         variance_options: dict[str, Any] | None = None, seed: int = 0, client: Any = None,
     ) -> None:

@@ -53,6 +53,10 @@ def _spectral(kernel: Any):
     return density, form
 
 
+#: the pathwise cache's default draws S and random features per draw F
+PATHWISE_SAMPLES, PATHWISE_FEATURES = 64, 256
+
+
 def pathwise_ok(kernel: Any) -> bool:
     """True when :class:`PathwiseVariance` can sample the kernel's prior."""
     return _spectral(kernel) is not None
@@ -224,8 +228,8 @@ def variance_cache(kind: str, kernel: Any, options: dict[str, Any]
     if kind == "auto":
         kind = "pathwise" if pathwise_ok(kernel) else "lanczos"
     if kind == "pathwise":
-        return PathwiseVariance(options.get("num_samples", 64),
-                                options.get("num_features", 256))
+        return PathwiseVariance(options.get("num_samples", PATHWISE_SAMPLES),
+                                options.get("num_features", PATHWISE_FEATURES))
     if kind == "lanczos":
         return LanczosVariance(options.get("block_size", 32), options.get("steps", 8))
     raise ValueError(f"variance must be 'auto', 'pathwise' or 'lanczos', got {kind!r}")
