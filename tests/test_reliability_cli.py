@@ -262,15 +262,22 @@ def fit_args(tmp_path):
             "num_features=16", "--max-iter", "2", "-q", "--out", "m.pt"]
 
 
-def test_a_scheduler_that_never_answers_times_out_with_a_message(tmp_path, fit_args):
-    server = _Server()
-    t0 = time.monotonic()
+def _fit_against(server, tmp_path, fit_args):
+    """``gpscale fit --scheduler`` at ``server`` with a 2 s connect timeout; the server
+    is closed afterwards. Returns (exit code, stderr)."""
     try:
         code, _, err = _gpscale(*fit_args, "--scheduler", server.address, cwd=tmp_path,
                                 env=_env(DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="2s"),
                                 timeout=90)
     finally:
         server.close()
+    return code, err
+
+
+def test_a_scheduler_that_never_answers_times_out_with_a_message(tmp_path, fit_args):
+    server = _Server()
+    t0 = time.monotonic()
+    code, err = _fit_against(server, tmp_path, fit_args)
     assert code == 1, err
     _one_error(err, server.address, "did not answer", "2 s",
                "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT")
@@ -280,12 +287,7 @@ def test_a_scheduler_that_never_answers_times_out_with_a_message(tmp_path, fit_a
 
 def test_a_server_that_is_not_a_dask_scheduler(tmp_path, fit_args):
     server = _Server(reply=b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\n\r\n" * 50)
-    try:
-        code, _, err = _gpscale(*fit_args, "--scheduler", server.address, cwd=tmp_path,
-                                env=_env(DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT="2s"),
-                                timeout=90)
-    finally:
-        server.close()
+    code, err = _fit_against(server, tmp_path, fit_args)
     assert code == 1, err
     line = _one_error(err, server.address, "not a dask scheduler")
     assert "out of memory" not in line

@@ -49,12 +49,12 @@ EXACT_N3_SECONDS, EXACT_EVALS = 8e-11, 40
 
 
 #: the iterative path's cost model (:func:`iterative_seconds`), one thread: products per
-#: solve (35 measured on kin40k's 36 000 rows with the default preconditioner,
-#: benchmarks/results/exact-large; the issue's target is at most 60), the float32 rate of
-#: the tiled product (one iteration on kin40k with 65 right-hand sides: about 9.4 s for
-#: 1.3e9 kernel entries x 150 flops, 21 GFLOP/s) and the float64 rate of randomly pivoted
-#: Cholesky's n r² work (79 s at n = 36 000, r = 5 592 in helper measurements: 22 GFLOP/s)
-CG_PRODUCTS, PRODUCT_FLOPS, PRECOND_FLOPS = 40, 2e10, 2e10
+#: solve (34-39 measured on kin40k's 36 000 rows, benchmarks/results/exact-large; the
+#: issue's target is at most 60), the float32 rate of the tiled product (kin40k fold 2:
+#: 297 s of CG for 39 products of 1.3e9 kernel entries x 150 flops, 26 GFLOP/s) and the
+#: float64 rate of randomly pivoted Cholesky's n r² work (the same fit: 63 s at
+#: n = 36 000, r = 3 712, 7.8 GFLOP/s)
+CG_PRODUCTS, PRODUCT_FLOPS, PRECOND_FLOPS = 40, 2e10, 8e9
 #: rows outside the θ sample on which the iterative path compares θ candidates when the
 #: sample's fit ends with the noise at its floor (:func:`_held_out_choice`)
 HELD_OUT_ROWS = 2000
