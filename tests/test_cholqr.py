@@ -97,18 +97,103 @@ def test_residual_factor_blockwise_equals_column_by_column(duplicate, device, mo
         X[41] = X[3] if duplicate == "inducing" else X[50]
     f = CholQRFactors(kern, X, y, [3, 12, 25, 31, 7], 0.1)
     info = InfoPivots(f, z=12, generator=torch.Generator().manual_seed(1))
-    info.J = [20, 50, 41, 44, 9, 15, 58, 1, 36, 27, 48, 10]
-    info.K_J = kern(X, X[torch.tensor(info.J, device=X.device)]).detach()
+    info.set_pivots(f, [20, 50, 41, 44, 9, 15, 58, 1, 36, 27, 48, 10])
     idx = torch.tensor(info.J, device=X.device)
-    Rz = info.K_J - f._Lt[: f.k].mT @ f._Lt[: f.k][:, idx]
-    seq = info._residual_factor_by_columns(f, Rz)
+    Rz = kern(X, X[idx]).detach() - f._Lt[: f.k].mT @ f._Lt[: f.k][:, idx]
+    seq = torch.zeros_like(Rz)  # the sequential pivoted Cholesky of the residual
+    for t, jt in enumerate(info.J):
+        c = Rz[:, t] - seq[:, :t] @ seq[jt, :t]
+        if bool(c[jt] > info.rtol * f.kdiag[jt]):
+            seq[:, t] = c / c[jt].sqrt()
     calls = []
-    by_columns = info._residual_factor_by_columns
-    monkeypatch.setattr(info, "_residual_factor_by_columns",
+    by_columns = info._transform_by_columns
+    monkeypatch.setattr(info, "_transform_by_columns",
                         lambda *a: calls.append(1) or by_columns(*a))
     torch.testing.assert_close(info.residual_factor(f), seq, rtol=1e-10, atol=1e-12)
     assert bool((seq[:, 2] == 0).all()) == (duplicate != "none")
     assert len(calls) == int(duplicate == "pivot")
+
+
+def _dense_approx_gains(kern, X, y, I, J, noise, kind, rtol=1e-8):
+    """Reference for §3.3.1 from dense n × n matrices: E = K − K[:, I]K[I, I]⁻¹K[I, :],
+    L_z its pivoted Cholesky on J, ℓ_j ≈ L_z a_j/‖a_j‖, and eqs. (14)–(16) with
+    w = (I − QQᵀ)ℓ̃ from a fresh QR of [L; σI]."""
+    K = kern(X, X).detach()
+    n, m = K.shape[0], len(I)
+    Ii = torch.tensor(I)
+    L = torch.linalg.solve_triangular(torch.linalg.cholesky(K[Ii][:, Ii]), K[Ii], upper=False).mT
+    E = K - L @ L.mT
+    Lz = torch.zeros(n, len(J), dtype=K.dtype)
+    for t, jt in enumerate(J):
+        c = E[:, jt] - Lz[:, :t] @ Lz[jt, :t]
+        if bool(c[jt] > rtol * K[jt, jt]):
+            Lz[:, t] = c / c[jt].sqrt()
+    s2 = torch.as_tensor(noise, dtype=K.dtype)
+    Q, _ = torch.linalg.qr(torch.cat([L, s2.sqrt() * torch.eye(m, dtype=K.dtype)]))
+    Q = torch.cat([Q, torch.zeros(1, m, dtype=K.dtype)])   # the new augmented row n+m
+    yt = torch.cat([y, torch.zeros(m + 1, dtype=K.dtype)])
+    out = torch.full((n,), -math.inf, dtype=K.dtype)
+    for j in range(n):
+        a = Lz[j]
+        if j in I or not bool(a @ a > rtol * K[j, j]):
+            continue
+        ell = Lz @ a / a.norm()
+        lt = torch.cat([ell, torch.zeros(m, dtype=K.dtype), s2.sqrt()[None]])
+        w = lt - Q @ (Q.mT @ lt)
+        w2 = w @ w
+        g = (yt @ w) ** 2 / (w2 * s2) + torch.log(s2) - torch.log(w2)
+        out[j] = 0.5 * (g + (ell @ ell / s2 if kind == "vfe" else 0.0))
+    return out
+
+
+@pytest.mark.parametrize("kind", ["vfe", "dtc"])
+def test_cached_scores_equal_dense_after_swaps(kind, device):
+    """The cached approximate scores (R_z and Q[:n]ᵀR_z updated in O(zn + zk) by each
+    down-date, up-date, revert and pivot replacement; footnote 2) equal the scores
+    recomputed from scratch and a dense n × n reference after a sequence of swaps."""
+    n, noise = 70, 0.05
+    X, y, kern = _problem(n, 2, 21, device)
+    g = torch.Generator().manual_seed(3)
+    f = CholQRFactors(kern, X, y, torch.randperm(n, generator=g)[:9].tolist(), noise)
+    info = InfoPivots(f, z=7, generator=g)
+    version = f.version
+    for step in range(12):
+        p = int(torch.randint(f.k, (1,), generator=g))
+        i, ell_i = info.remove(f, p)
+        if step % 3 == 2:   # the candidate is an information pivot: it gets replaced
+            j = info.J[step % len(info.J)]
+        else:
+            free = [t for t in range(n) if t not in f.pivots and t != i]
+            j = free[int(torch.randint(len(free), (1,), generator=g))]
+        if step % 4 == 3:   # rejected: i goes back (at the last position)
+            info.add(f, i, ell_i)
+        else:
+            info.add(f, j)
+            info.replace(f, j)
+        cached = info.approx_gains(f, kind, exclude=[i])
+        assert info._version == f.version > version  # the cache followed, no rebuild
+        version = f.version
+        fresh = InfoPivots(f, z=7, generator=torch.Generator().manual_seed(0))
+        fresh.set_pivots(f, info.J)
+        torch.testing.assert_close(cached, fresh.approx_gains(f, kind, exclude=[i]),
+                                   rtol=1e-9, atol=1e-10)
+        torch.testing.assert_close(info.Rz, fresh.Rz, rtol=0, atol=1e-12)
+        torch.testing.assert_close(info._P[: f.k], fresh._P[: f.k], rtol=0, atol=1e-12)
+    dense = _dense_approx_gains(kern, X.cpu(), y.cpu(), f.pivots, info.J, noise, kind)
+    dense[i] = -math.inf
+    torch.testing.assert_close(cached.cpu(), dense, rtol=1e-9, atol=1e-10)
+
+
+def test_cache_rebuilt_when_factors_change_behind_its_back():
+    X, y, kern = _problem(50, 2, 5)
+    f = CholQRFactors(kern, X, y, list(range(8)), 0.1)
+    info = InfoPivots(f, z=6, generator=torch.Generator().manual_seed(2))
+    f.remove(3)          # not through info: the cache is stale and gets rebuilt
+    f.add(20)
+    fresh = InfoPivots(f, z=6, generator=torch.Generator().manual_seed(0))
+    fresh.set_pivots(f, info.J)
+    torch.testing.assert_close(info.approx_gains(f), fresh.approx_gains(f), rtol=1e-12,
+                               atol=1e-12)
 
 
 def test_approx_ranking_finds_good_candidates():
@@ -297,4 +382,6 @@ def test_info_pivots_refresh_and_replace():
     f.add(j)  # an information pivot entered the inducing set: it is replaced
     info.replace(f, j)
     assert j not in info.J and len(set(info.J)) == 6 and not set(info.J) & set(f.pivots)
-    assert torch.allclose(info.K_J, kern(X, X[torch.tensor(info.J)]), atol=1e-14)
+    idx = torch.tensor(info.J)
+    L = f.L
+    assert torch.allclose(info.Rz, kern(X, X[idx]).detach() - L @ L[idx].mT, atol=1e-12)

@@ -104,6 +104,12 @@ class CholQRFactors:
         self.resid_diag = self.kdiag - (L * L).sum(1)
         self.pivots = piv
         self.k = k
+        #: bumped by every change of the factors (add, remove, pivot permutation), so
+        #: that caches built on them (the information pivots') can tell they are stale
+        self.version = 0
+        #: after :meth:`remove`: Q[:n, :k]ᵀ ℓ of the removed column ℓ (= R's last column
+        #: before the drop, since Q's augmented row n+k vanishes on the kept columns)
+        self.removed_r = None
 
     # -- views ------------------------------------------------------------------------
     @property
@@ -193,6 +199,7 @@ class CholQRFactors:
         self.resid_diag = self.resid_diag - ell * ell
         self.pivots.append(int(j))
         self.k = k + 1
+        self.version += 1
 
     def swap_adjacent(self, p: int) -> None:
         """Exchange pivots p and p+1 keeping L lower trapezoidal, σI in place and R
@@ -222,24 +229,32 @@ class CholQRFactors:
         Qt[p : p + 2, : n + k] = J @ Qt[p : p + 2, : n + k]
         self._qy[p : p + 2] = J @ self._qy[p : p + 2]
         self.pivots[p], self.pivots[p + 1] = self.pivots[p + 1], self.pivots[p]
+        self.version += 1
 
-    def move_to_last(self, p: int) -> None:
+    def move_to_last(self, p: int, riders=()) -> None:
         """Permute pivot p to the last position: the k − 1 − p adjacent transpositions
         of :meth:`swap_adjacent`, with their rotations found on the small blocks first
         and applied to L and Q in one sweep (:func:`gpscale.linalg.qr_update.move_to_last`).
-        O((k − p)(n + k))."""
+        O((k − p)(n + k)). ``riders`` (rows = Qᵀ X) are rotated with Qᵀ."""
         from .qr_update import move_to_last
 
-        move_to_last(self, p)
+        move_to_last(self, p, riders)
+        self.version += 1
 
-    def remove(self, p: int) -> tuple[int, torch.Tensor]:
+    def remove(self, p: int, riders=()) -> tuple[int, torch.Tensor]:
         """Downdate (§3.2): remove the pivot at position ``p``; returns its index and
-        its last Cholesky column ℓ (so that it can be re-added as is). O(kn)."""
+        its last Cholesky column ℓ (so that it can be re-added as is). O(kn).
+        ``riders``: tensors with rows Qᵀ X, rotated with Q and their row k−1 zeroed, so
+        that they hold Q[:, :k−1]ᵀ X afterwards; :attr:`removed_r` then holds
+        Q[:n, :k−1]ᵀ ℓ."""
         if not 0 <= p < self.k:
             raise ValueError(f"position {p} is outside [0, {self.k})")
-        self.move_to_last(p)
+        self.move_to_last(p, riders)
         k, n = self.k - 1, self.n
         ell = self._Lt[k].clone()
+        self.removed_r = self._R[:k, k].clone()
+        for rows in riders:
+            rows[k] = 0.0
         self.resid_diag = self.resid_diag + ell * ell
         self._Lt[k] = 0.0
         self._Qt[k] = 0.0
@@ -248,6 +263,7 @@ class CholQRFactors:
         self._R[k, :] = 0.0
         self._qy[k] = 0.0
         self.k = k
+        self.version += 1
         return self.pivots.pop(), ell
 
     def position(self, j: int) -> int:

@@ -111,11 +111,15 @@ def _rotations(S: np.ndarray, R: np.ndarray, A: np.ndarray, qy: np.ndarray, p: i
     return g_blocks, _carry_blocks(j_steps)
 
 
-def move_to_last(f, p: int) -> None:
+def move_to_last(f, p: int, riders=()) -> None:
     """Permute pivot ``p`` of the :class:`~gpscale.linalg.pivchol.CholQRFactors` ``f``
     to the last position, keeping L lower trapezoidal (in pivot order), the augmented
     block σI and R upper triangular with a positive diagonal. O((k−p)(n+k)) vector
-    work, in O((k−p)/b) operations on the device."""
+    work, in O((k−p)/b) operations on the device.
+
+    ``riders``: tensors whose first k rows are Qᵀ X for some X (e.g. the cached
+    Q[:n]ᵀ(K − K̂)[:, J] of the information pivots); their rows p … k−1 get the same
+    rotations as Qᵀ's, O((k−p)·b·columns), so that they stay Qᵀ X."""
     k, n = f.k, f.n
     if p >= k - 1:
         return
@@ -134,6 +138,8 @@ def move_to_last(f, p: int) -> None:
     # Q (rows of Qᵀ); each moves the carried vector to the last position
     _apply_carry(Lt[p:k], g_blocks)
     _apply_carry(Qt[p:k, : n + k], j_blocks)
+    for rows in riders:
+        _apply_carry(rows[p:k], j_blocks)
     f.pivots[p:k] = P[1:] + P[:1]
     # exact zeros of the trapezoidal pattern: column p+a vanishes in the rows of the
     # pivots at positions p … p+a−1

@@ -10,7 +10,9 @@ is minimised by block coordinate descent. Each epoch has
    factors (eqs. 9, 11, 12); (III) rank all n − m candidates with the z information
    pivots (§3.3.1); (IV) compute the best one's exact ΔF (eqs. 14–16); (V) accept it
    only if F(I∖{i} ∪ {j}) < F(I), else put i back; (VI) replace an information pivot
-   that entered I, and redraw all of them every ``refresh_every`` attempts (§3.3.2);
+   that entered I, and redraw all of them every ``refresh_every`` attempts (§3.3.2).
+   The candidates' scores come from a cache that (I), (V) and the revert update in
+   O(zn + zk) (footnote 2; :class:`~gpscale.train.cholqr_scoring.InfoPivots`);
 2. a continuous phase: limited L-BFGS (the paper uses non-linear CG) on the kernel
    hyperparameters and σ² with I fixed, at most min(20, max(15, 2·#hyp)) evaluations.
 
@@ -123,7 +125,7 @@ class _Swapper:
         self.attempts += 1
         i = min(f.pivots, key=lambda t: self.last_visit.get(t, -math.inf))
         with torch.no_grad():
-            i, ell_i = f.remove(f.position(i))                                # (I)
+            i, ell_i = self.info.remove(f, f.position(i))                     # (I)
             F_down = factor_objective(f, self.kind)                           # (II)
             gains = self.info.approx_gains(f, self.kind, exclude=[i])         # (III)
             j = int(torch.argmax(gains))
@@ -131,13 +133,13 @@ class _Swapper:
             gain, ell_j = exact_gain(f, j, self.kind) if ok else (-math.inf, None)  # (IV)
             F_new = F_down - gain                                             # (V)
             if ell_j is not None and F_new < self.F - 1e-10 * max(1.0, abs(self.F)):
-                f.add(j, ell_j)
+                self.info.add(f, j, ell_j)
                 self.F = F_new
                 self.accepted += 1
                 self.info.replace(f, j)                                       # (VI)
                 self.last_visit[j] = clock
                 return True
-            f.add(i, ell_i)  # revert
+            self.info.add(f, i, ell_i)  # revert
             self.last_visit[i] = clock
             return False
 

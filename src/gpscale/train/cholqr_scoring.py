@@ -4,8 +4,9 @@
 - :func:`exact_gain`: the exact decrease ΔF = F(I) − F(I ∪ {j}) of adding one
   candidate j to the (down-dated) set I, eqs. (14)–(16), O(kn);
 - :class:`InfoPivots`: z "information pivots" whose partial Cholesky factor L_z of
-  the residual K − K̂ ranks all n − k candidates approximately in O(zkn) (§3.3.1);
-  the pivots are drawn at random and can be redrawn at any time (§3.3.2).
+  the residual K − K̂ ranks all n − k candidates approximately (§3.3.1), from a cache
+  that each swap updates in O(zn + zk) (footnote 2) and the scores in O(z²n); the
+  pivots are drawn at random and can be redrawn at any time (§3.3.2).
 
 All functions work on a :class:`~gpscale.linalg.pivchol.CholQRFactors` (fixed
 hyperparameters) and never form an n × n matrix.
@@ -65,12 +66,24 @@ class InfoPivots:
     """z information pivots J (§3.3.1): L_z is the partial Cholesky factor of the
     residual K − K̂ with pivots J, so that (K − K̂) ≈ L_z L_zᵀ and the new column of a
     candidate j, ℓ_j = (K − K̂)[:, j] / √(K − K̂)[j, j], is approximated by
-    L_z a_j / ‖a_j‖ with a_j = L_z[j, :]ᵀ. The kernel columns K[:, J] are cached
-    (hyperparameters are fixed for the lifetime of the object)."""
+    L_z a_j / ‖a_j‖ with a_j = L_z[j, :]ᵀ.
+
+    The scores are cached as the paper's footnote 2 asks: the residual columns
+    R_z = (K − K̂)[:, J] (n × z) and P = Q[:n]ᵀ R_z (k × z) are kept, and a swap changes
+    them by rank-one terms: removing a pivot with column ℓ adds ℓ ℓ[J]ᵀ to R_z, adding
+    one subtracts it, and P follows with Q's rotations and the known Q[:n]ᵀ ℓ (a column
+    of R). That is O(zn + zk) per up/down-date (:meth:`remove`, :meth:`add`) instead of
+    the O(zkn) of rebuilding R_z and Q[:n]ᵀ L_z; the scores themselves then need only
+    L_z = R_z T and Q[:n]ᵀ L_z = P T with the z × z transform T (:meth:`transform`),
+    O(z²n) for all n candidates. Redrawing the pivots (:meth:`refresh`, §3.3.2) costs
+    O(zkn), replacing one (:meth:`replace`) O(kn). Changes of the factors made
+    without these methods are noticed (``CholQRFactors.version``) and the cache is
+    rebuilt from scratch."""
 
     def __init__(self, f: CholQRFactors, z: int, generator: torch.Generator,
                  rtol: float = MIN_RESIDUAL) -> None:
         self.z, self.gen, self.rtol = int(z), generator, rtol
+        self._f, self._version = None, -1
         self.refresh(f)
 
     def _draw(self, f: CholQRFactors, count: int, avoid: set[int]) -> list[int]:
@@ -80,71 +93,135 @@ class InfoPivots:
         perm = torch.randperm(pool.numel(), generator=self.gen)[:count]
         return pool[perm].tolist()
 
+    def _index(self, f: CholQRFactors) -> torch.Tensor:
+        return torch.tensor(self.J, dtype=torch.long, device=f.X.device)
+
     def refresh(self, f: CholQRFactors) -> None:
         """Redraw all z pivots uniformly among the non-inducing points (§3.3.2)."""
-        self.J = self._draw(f, self.z, set())
-        idx = torch.tensor(self.J, dtype=torch.long, device=f.X.device)
+        self.set_pivots(f, self._draw(f, self.z, set()))
+
+    def set_pivots(self, f: CholQRFactors, J: list[int]) -> None:
+        """Use the pivots J and rebuild the cache from scratch: R_z = K[:, J] − L L[J]ᵀ
+        and P = Q[:n]ᵀ R_z, O(zkn)."""
+        self.J = [int(j) for j in J]
         with torch.no_grad():
-            self.K_J = f.kernel(f.X, f.X[idx]) if self.J else f.X.new_zeros(f.n, 0)
+            K_J = (f.kernel(f.X, f.X[self._index(f)]).detach() if self.J
+                   else f.X.new_zeros(f.n, 0))
+        self._rebuild(f, K_J)
+
+    def _rebuild(self, f: CholQRFactors, K_J: torch.Tensor) -> None:
+        k, idx = f.k, self._index(f)
+        Lt = f._Lt[:k]
+        self.Rz = K_J - Lt.mT @ Lt[:, idx]
+        self._P = f.X.new_zeros(f.capacity, len(self.J))
+        self._P[:k] = f._Qt[:k, : f.n] @ self.Rz
+        self._f, self._version = f, f.version
+
+    def _sync(self, f: CholQRFactors) -> None:
+        if self._f is not f or self._version != f.version:
+            self.set_pivots(f, self.J)
 
     def replace(self, f: CholQRFactors, j: int) -> None:
-        """Pivot j has entered the inducing set: draw a replacement for it (§3.3.1)."""
+        """Pivot j has entered the inducing set: draw a replacement for it (§3.3.1);
+        its residual column and row of P cost O(kn)."""
         if j not in self.J:
             return
+        self._sync(f)
         t = self.J.index(j)
         new = self._draw(f, 1, set(self.J))
+        keep = [s for s in range(len(self.J)) if s != t]
         if not new:
             del self.J[t]
-            self.K_J = torch.cat([self.K_J[:, :t], self.K_J[:, t + 1:]], 1)
+            self.Rz, self._P = self.Rz[:, keep], self._P[:, keep]
             return
         self.J[t] = new[0]
-        self.K_J[:, t] = f.kernel_column(new[0])
+        self.Rz[:, t] = f.residual_column(new[0])
+        self._P[: f.k, t] = f._Qt[: f.k, : f.n] @ self.Rz[:, t]
+
+    # -- the factors' up/down-dates, with the cache following in O(zn + zk) -------------
+    def remove(self, f: CholQRFactors, p: int) -> tuple[int, torch.Tensor]:
+        """``f.remove(p)`` (§3.2 downdate) with R_z ← R_z + ℓℓ[J]ᵀ and P rotated with Q,
+        its last row dropped and Q[:n]ᵀℓ ℓ[J]ᵀ added."""
+        synced = self._f is f and self._version == f.version
+        i, ell = f.remove(p, riders=[self._P] if synced else ())
+        if synced:
+            lJ = ell[self._index(f)]
+            self.Rz.addr_(ell, lJ)
+            self._P[: f.k].addr_(f.removed_r, lJ)
+            self._version = f.version
+        return i, ell
+
+    def add(self, f: CholQRFactors, j: int, ell: torch.Tensor | None = None) -> None:
+        """``f.add(j, ell)`` (§3.2 update) with R_z ← R_z − ℓℓ[J]ᵀ, P's rows minus
+        (Q[:n]ᵀℓ) ℓ[J]ᵀ and a new row qᵀ R_z for the new column q of Q."""
+        synced = self._f is f and self._version == f.version
+        f.add(j, ell)
+        if synced:
+            k = f.k - 1
+            ell = f._Lt[k]
+            lJ = ell[self._index(f)]
+            self.Rz.addr_(ell, lJ, alpha=-1.0)
+            self._P[:k].addr_(f._R[:k, k], lJ, alpha=-1.0)
+            self._P[k] = f._Qt[k, : f.n] @ self.Rz
+            self._version = f.version
+
+    # -- scores ---------------------------------------------------------------------------
+    def transform(self, f: CholQRFactors) -> torch.Tensor:
+        """T (z × z) with L_z = R_z T: T = C⁻ᵀ for C = chol(R_z[J]) when every pivot
+        clears the threshold rtol · K[j, j] after the ones before it (C's squared
+        diagonal holds those residuals). A pivot below it from the start (a point in the
+        span of the inducing set, e.g. the duplicate of one) gets a zero column at once,
+        since residuals only shrink; otherwise the columns one by one, O(z³)."""
+        self._sync(f)
+        z = len(self.J)
+        idx = self._index(f)
+        B = self.Rz[idx]
+        T = B.new_zeros(z, z)
+        if not z:
+            return T
+        floor = self.rtol * f.kdiag[idx].clamp_min(1e-300)
+        live = torch.nonzero(torch.diagonal(B) > floor).flatten()
+        C, info = torch.linalg.cholesky_ex(B[live][:, live])
+        if int(info) == 0 and bool((torch.diagonal(C) ** 2 > floor[live]).all()):
+            eye = torch.eye(live.numel(), dtype=B.dtype, device=B.device)
+            T[live[:, None], live[None, :]] = torch.linalg.solve_triangular(
+                C, eye, upper=False).mT
+            return T
+        return self._transform_by_columns(B, floor)
+
+    @staticmethod
+    def _transform_by_columns(B: torch.Tensor, floor: torch.Tensor) -> torch.Tensor:
+        """Column t of L_z is (R_z[:, t] − L_z[:, :t] L_z[j_t, :t]ᵀ)/√d_t, d_t the
+        residual left at j_t, or zero when d_t is below the floor; so
+        T[:, t] = (e_t − T[:, :t] L_z[j_t, :t]ᵀ)/√d_t, with L_z[J] = B T."""
+        z = B.shape[0]
+        T, LJ = torch.zeros_like(B), torch.zeros_like(B)
+        for t in range(z):
+            c = B[:, t] - LJ[:, :t] @ LJ[t, :t]
+            d = c[t]
+            if bool(d > floor[t]):
+                e = torch.zeros_like(c)
+                e[t] = 1.0
+                T[:, t] = (e - T[:, :t] @ LJ[t, :t]) / d.sqrt()
+                LJ[:, t] = c / d.sqrt()
+        return T
 
     def residual_factor(self, f: CholQRFactors) -> torch.Tensor:
-        """L_z (n × z): partial Cholesky of K − LLᵀ with pivots J; a pivot whose
-        residual variance is below rtol · K[j, j] gets a zero column. O(zkn + z²n).
-
-        Computed blockwise: a pivot whose residual is already below the threshold
-        before any other pivot (a point in the span of the inducing set, e.g. the
-        duplicate of one) gets its zero column at once, since residuals only shrink;
-        the rest is L_z = (K − LLᵀ)[:, J'] C⁻ᵀ with C = chol((K − LLᵀ)[J', J']), the
-        column-by-column factor when each of them still clears the threshold after the
-        ones before it (C's squared diagonal holds those residuals). Otherwise column
-        by column."""
-        k = f.k
-        idx = torch.tensor(self.J, dtype=torch.long, device=f.X.device)
-        Rz = self.K_J - f._Lt[:k].mT @ f._Lt[:k][:, idx]
-        if not self.J:
-            return Rz
-        floor = self.rtol * f.kdiag[idx].clamp_min(1e-300)
-        live = torch.nonzero(torch.diagonal(Rz[idx]) > floor).flatten()
-        R_live = Rz[:, live]
-        C, info = torch.linalg.cholesky_ex(R_live[idx[live]])
-        if int(info) == 0 and bool((torch.diagonal(C) ** 2 > floor[live]).all()):
-            out = torch.zeros_like(Rz)
-            out[:, live] = torch.linalg.solve_triangular(C, R_live.mT, upper=False).mT
-            return out
-        return self._residual_factor_by_columns(f, Rz)
-
-    def _residual_factor_by_columns(self, f: CholQRFactors, Rz: torch.Tensor) -> torch.Tensor:
-        Lz = torch.zeros_like(Rz)
-        for t, jt in enumerate(self.J):
-            c = Rz[:, t] - Lz[:, :t] @ Lz[jt, :t]
-            d = c[jt]
-            if bool(d > self.rtol * f.kdiag[jt].clamp_min(1e-300)):
-                Lz[:, t] = c / d.sqrt()
-        return Lz
+        """L_z (n × z): partial Cholesky of K − LLᵀ with pivots J (a pivot whose
+        residual variance is below rtol · K[j, j] gets a zero column), R_z T. O(z²n)."""
+        return self.Rz @ self.transform(f)
 
     def approx_gains(self, f: CholQRFactors, objective: str = "vfe",
                      exclude: list[int] | None = None) -> torch.Tensor:
         """Approximate ΔF (eqs. 14–16 with ℓ_j ≈ L_z a_j/‖a_j‖) for every point, −inf
         for the pivots, ``exclude`` and points the information pivots do not see.
-        Uses diag(L_z G L_zᵀ) with G = L_zᵀL_z, yᵀL_z, and M = Q[:n]ᵀ L_z (§3.3.1):
-        O(zkn + z²n) for all n candidates."""
+        Uses diag(L_z G L_zᵀ) with G = L_zᵀL_z, yᵀL_z, and M = Q[:n]ᵀ L_z = P T
+        (§3.3.1, footnote 2): O(z²n + z²k) for all n candidates from the cache."""
         n, k = f.n, f.k
-        A = self.residual_factor(f)
+        T = self.transform(f)
+        A = self.Rz @ T
         a2 = (A * A).sum(1)
-        M = f._Qt[:k, :n] @ A                                  # Q[:n]ᵀ L_z, k × z
+        M = self._P[:k] @ T                                    # Q[:n]ᵀ L_z, k × z
         G, H = A.mT @ A, M.mT @ M
         inv_a = torch.where(a2 > 0, a2, torch.ones_like(a2)).rsqrt()
         ell2 = ((A @ G) * A).sum(1) * inv_a**2                 # ‖ℓ_j‖²
