@@ -66,6 +66,21 @@ def test_inverse_from_cholesky_is_the_inverse():
     A = _needs_jitter() + 1.0 * torch.eye(40, dtype=torch.float64)
     Ainv = inverse_from_cholesky(torch.linalg.cholesky(A))
     torch.testing.assert_close(Ainv, torch.linalg.inv(A), rtol=1e-10, atol=1e-12)
+    # row-major, so that the gradient's elementwise passes and reshape(-1) need no copy
+    assert Ainv.is_contiguous() and torch.equal(Ainv, Ainv.mT)
+
+
+def test_finite_check_of_robust_cholesky():
+    from gpscale.linalg.cholesky import _finite
+
+    A = torch.eye(4, dtype=torch.float64)
+    assert _finite(A)
+    for bad in (float("nan"), float("inf"), -float("inf")):
+        B = A.clone()
+        B[2, 1] = bad
+        assert not _finite(B)
+    big = torch.full((4, 4), 1e308, dtype=torch.float64)  # finite, but its sum overflows
+    assert _finite(big) and not _finite(torch.cat([big, big.new_full((1, 4), torch.nan)]))
 
 
 def test_exact_cost_formula():

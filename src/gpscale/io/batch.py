@@ -165,10 +165,21 @@ def _flat(col: pa.Array | pa.ChunkedArray) -> pa.Array:
 
 
 def _float_column(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """The column as a new float64 array, nulls as NaN, read from its Arrow buffers
+    (``Array.to_numpy`` and ``fill_null`` would import pandas, which nothing else in a
+    fit from a CSV file needs)."""
     col = _flat(col)
     if col.type != pa.float64():
         col = pc.cast(col, pa.float64(), safe=False)
-    return col.to_numpy(zero_copy_only=False)  # nulls become NaN
+    validity, values = col.buffers()[:2]
+    n, start = len(col), col.offset
+    if values is None:  # no values buffer (cannot happen for float64; kept safe)
+        return col.to_numpy(zero_copy_only=False)
+    out = np.frombuffer(values, dtype=np.float64, count=n, offset=start * 8).copy()
+    if col.null_count and validity is not None:
+        bits = np.unpackbits(np.frombuffer(validity, dtype=np.uint8), bitorder="little")
+        out[~bits[start : start + n].astype(bool)] = np.nan
+    return out
 
 
 def arrow_batch(table: pa.RecordBatch | pa.Table, cols: Columns, origin: Origin) -> Batch:
