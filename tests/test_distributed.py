@@ -543,3 +543,35 @@ def test_the_exact_gp_on_every_row_sends_its_products_to_the_cluster(client):
     X_new = rng.uniform(-2, 2, (30, 3))
     for u, v in zip(here.predict(X_new, return_std=True), there.predict(X_new, return_std=True)):
         np.testing.assert_allclose(v, u, rtol=1e-10, atol=1e-12)
+
+
+def test_the_refinement_on_every_row_contracts_on_the_cluster(client):
+    """The gradient pass of ``refine=`` (:meth:`ClusterOperator.contraction`) runs as
+    tasks on the workers and equals the in-process contraction; a refined fit with
+    ``scheduler=`` equals the one in process."""
+    from gpscale.kernels import make_kernel
+    from gpscale.linalg.operator import KernelOperator
+
+    g = torch.Generator().manual_seed(4)
+    X = torch.randn(600, 3, generator=g, dtype=torch.float64)
+    kernel = make_kernel("rbf-ard", 3)
+    kernel.base.lengthscale = torch.tensor([0.7, 1.3, 2.0], dtype=torch.float64)
+    left = torch.randn(600, 3, generator=g, dtype=torch.float64)
+    right = torch.randn(600, 3, generator=g, dtype=torch.float64)
+    here = KernelOperator(kernel, X, 0.05, block=64).contraction(left, right)
+    with distributed.get_task_stream(client) as stream:
+        there = gd.ClusterOperator(kernel, X, 0.05, client, block=64).contraction(left, right)
+    assert any("_block_contractions" in str(t["key"]) for t in stream.data)
+    assert len(here) == len(there) == 2
+    for a, b in zip(here, there):
+        torch.testing.assert_close(b, a, rtol=1e-12, atol=1e-12)
+
+    rng = np.random.default_rng(6)
+    Xn = rng.uniform(-2, 2, (700, 3))
+    y = np.sin(2 * Xn[:, 0]) + 0.1 * rng.standard_normal(700)
+    opts = dict(method="exact", solver="cg", subsample=200, precond_rank=20, seed=0,
+                refine=3, probes=4)
+    a = gpscale.fit(Xn, y, **opts)
+    b = gpscale.fit(Xn, y, scheduler=client, **opts)
+    for u, v in zip(a.model.parameters(), b.model.parameters()):
+        torch.testing.assert_close(v, u, rtol=1e-9, atol=1e-12)

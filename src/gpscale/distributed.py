@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import copy
 import itertools
 import re
 import sys
@@ -41,7 +42,7 @@ import torch
 
 from .kernels.chunked import block_matmul
 from .linalg.gram import add_upper_gram_, mirror_upper
-from .linalg.operator import KernelOperator, row_blocks
+from .linalg.operator import KernelOperator, contract_rows, row_blocks
 from .preprocessing import Moments, Standardizer, chunk_moments
 from .sizes import CHUNK_BYTES
 
@@ -288,6 +289,29 @@ class ClusterOperator(KernelOperator):
         futures = [self.client.submit(_block_products, g, form, X, cols, V_there, pure=False)
                    for g in self._groups]
         return torch.cat(self.client.gather(futures)).to(V.device)
+
+
+    def contraction(self, left: torch.Tensor, right: torch.Tensor) -> list[torch.Tensor]:
+        """As :meth:`KernelOperator.contraction`, one task per group of row blocks (the
+        kernel at its current values, left and right sent once per call); the
+        gradients are summed here, in the order of the kernel's trainable parameters."""
+        _, X, _ = self._there
+        here = self.kernel if self.X.device.type == "cpu" else copy.deepcopy(self.kernel).cpu()
+        kernel, lr = self.client.scatter([here, [_cpu(left), _cpu(right)]],
+                                         broadcast=True, hash=False)
+        futures = [self.client.submit(_block_contractions, g, kernel, X, lr, pure=False)
+                   for g in self._groups]
+        parts = self.client.gather(futures)
+        device = left.device
+        return [sum(p[i] for p in parts).to(device) for i in range(len(parts[0]))]
+
+
+def _block_contractions(bounds: Sequence[tuple[int, int]], kernel: Any, X: torch.Tensor,
+                        left_right: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+    """One task's share of a distributed contraction
+    (:func:`gpscale.linalg.operator.contract_rows`)."""
+    _worker_threads()
+    return contract_rows(kernel, X, list(bounds), *left_right)
 
 
 def _cpu(t: Any) -> Any:

@@ -250,18 +250,33 @@ class _KernelMatmul(torch.autograd.Function):
         needs = ctx.needs_input_grad[5:]
         grads = [torch.zeros_like(p) if need else None for p, need in zip(params, needs)]
         grad_V = torch.zeros_like(V) if ctx.needs_input_grad[3] else None
-        for s in range(0, X1.shape[0], block):
-            g = grad_out[s : s + block]
-            if any(needs):
-                # ⟨g, K_b V⟩ = ⟨g Vᵀ, K_b⟩: one kernel contraction per slab
-                part, _ = kernel.vjp(X1[s : s + block], X2, g @ V.mT)
-                for acc, p in zip(grads, params):
-                    if acc is not None and p in part:
-                        acc += part[p]
-            if grad_V is not None:
-                with torch.no_grad():
-                    grad_V += kernel(X1[s : s + block], X2).mT @ g
+        if any(needs):  # ⟨g, K V⟩ = ⟨g Vᵀ, K⟩
+            part = kernel_contraction(kernel, X1, X2, grad_out, V, block)
+            for acc, p in zip(grads, params):
+                if acc is not None and p in part:
+                    acc += part[p]
+        if grad_V is not None:
+            with torch.no_grad():
+                for s in range(0, X1.shape[0], block):
+                    grad_V += kernel(X1[s : s + block], X2).mT @ grad_out[s : s + block]
         return (None, None, None, grad_V, None, *grads)
+
+
+def kernel_contraction(kernel: Any, X1: torch.Tensor, X2: torch.Tensor, left: torch.Tensor,
+                       right: torch.Tensor, block: int | None = None
+                       ) -> dict[torch.Tensor, torch.Tensor]:
+    """Gradients of ⟨left rightᵀ, K(X1, X2)⟩ in the kernel's trainable parameters (a
+    dict keyed by parameter): one ``kernel.vjp`` per row block b with the cotangent
+    left_b rightᵀ (``block`` x n2, chosen from memory when None), never the n1 x n2
+    matrix."""
+    if block is None:
+        block = auto_block(X1.shape[0], X2.shape[0], X1.element_size())
+    out: dict[torch.Tensor, torch.Tensor] = {}
+    for s in range(0, X1.shape[0], int(block)):
+        part, _ = kernel.vjp(X1[s : s + block], X2, left[s : s + block] @ right.mT)
+        for p, g in part.items():
+            out[p] = out[p] + g if p in out else g.clone()
+    return out
 
 
 def kernel_matmul(
@@ -289,6 +304,6 @@ def kernel_matmul(
     return out[:, 0] if squeeze else out
 
 
-__all__ = ["kernel_matmul", "kernel_product", "block_matmul", "kernel_form",
+__all__ = ["kernel_matmul", "kernel_contraction", "kernel_product", "block_matmul", "kernel_form",
            "prepare_columns", "kernel_slab", "StationaryForm", "GenericForm", "Columns",
            "auto_block", "fast_block", "TILE_ROWS", "TILE_COLS"]

@@ -41,14 +41,16 @@ def pivoted_cholesky(kernel, X: torch.Tensor, rank: int, rel_tol: float = 1e-10,
     return (L[:, :m], pivots[:m]) if return_pivots else L[:, :m]
 
 
-def low_rank_inverse(L: torch.Tensor, s2: torch.Tensor, work_dtype: torch.dtype | None = None
-                     ) -> Callable[[torch.Tensor], torch.Tensor]:
+def low_rank_inverse(L: torch.Tensor, s2: torch.Tensor, work_dtype: torch.dtype | None = None,
+                     gram: torch.Tensor | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
     """R ↦ (L Lᵀ + σ²I)⁻¹ R by Woodbury (one r x r Cholesky, r = L.shape[1]).
     ``work_dtype`` (e.g. torch.float32): the two n x r products run in it (the r x r
-    solve and the subtraction from R stay in L's dtype)."""
+    solve and the subtraction from R stay in L's dtype). ``gram``: LᵀL when at hand
+    (the same L with another σ² then costs r³/3, not n r²)."""
     if L.shape[1] == 0:
         return lambda R: R / s2
-    F = woodbury_factor(L.mT @ L, s2, torch.ones((), dtype=L.dtype, device=L.device))
+    gram = L.mT @ L if gram is None else gram
+    F = woodbury_factor(gram, s2, torch.ones((), dtype=L.dtype, device=L.device))
     if work_dtype is None or work_dtype == L.dtype:
         return lambda R: (R - L @ torch.cholesky_solve(L.mT @ R, F)) / s2
     Lw = L.to(work_dtype)

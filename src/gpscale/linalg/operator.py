@@ -22,21 +22,42 @@ from ..kernels.chunked import (
     Columns,
     GenericForm,
     StationaryForm,
+    auto_block,
     block_matmul,
+    kernel_contraction,
     kernel_form,
     kernel_slab,
     prepare_columns,
 )
 
-__all__ = ["KernelOperator", "row_blocks", "BLOCK_ROWS"]
+__all__ = ["KernelOperator", "row_blocks", "contract_rows", "BLOCK_ROWS"]
 
 #: default rows per block of the operator's products
 BLOCK_ROWS = 8192
+#: memory for one slab of a contraction (:func:`contract_rows`; about six n-wide
+#: float64 temporaries per row)
+CONTRACTION_BYTES = 512 * 2**20
 
 
 def row_blocks(n: int, block: int) -> list[tuple[int, int]]:
     """The (start, stop) row ranges of blocks of ``block`` rows covering range(n)."""
     return [(s, min(n, s + block)) for s in range(0, n, block)]
+
+
+def contract_rows(kernel: Any, X: torch.Tensor, bounds: list[tuple[int, int]],
+                  left: torch.Tensor, right: torch.Tensor) -> list[torch.Tensor]:
+    """Σ over the row ranges (s, e) of the gradients of ⟨left_{s:e} rightᵀ, K(X_{s:e}, X)⟩,
+    in the order of the kernel's trainable parameters (a pure function: one task's share
+    of a distributed contraction)."""
+    params = [p for p in kernel.parameters() if p.requires_grad]
+    out = [torch.zeros_like(p) for p in params]
+    sub = auto_block(X.shape[0], X.shape[0], X.element_size(), CONTRACTION_BYTES)
+    for s, e in bounds:
+        part = kernel_contraction(kernel, X[s:e], X, left[s:e], right, sub)
+        for acc, p in zip(out, params):
+            if p in part:
+                acc += part[p]
+    return out
 
 
 class KernelOperator:
@@ -125,6 +146,13 @@ class KernelOperator:
         V2, squeeze = self._check(V)
         out = self.row_products(X_new.to(self.X), V2)
         return out[:, 0] if squeeze else out
+
+    def contraction(self, left: torch.Tensor, right: torch.Tensor) -> list[torch.Tensor]:
+        """Gradients of ⟨left rightᵀ, K(X, X)⟩ (left, right: n x k) in the kernel's
+        trainable parameters, in the order of ``kernel.parameters()``: row blocks of
+        :func:`~gpscale.kernels.chunked.kernel_contraction` (the seam, as
+        :meth:`row_products`; in X's dtype, not ``block_dtype``)."""
+        return contract_rows(self.kernel, self.X, row_blocks(self.n, self.block), left, right)
 
     @torch.no_grad()
     def rows(self, index: torch.Tensor) -> torch.Tensor:

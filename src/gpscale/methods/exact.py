@@ -22,6 +22,7 @@ from ..models.iterative import PRECOND_BYTES
 from ..models.iterative_variance import PATHWISE_SAMPLES
 from ..priors import Prior, resolve_priors
 from ..train import FitResult, fit_lbfgs
+from ..train.exact_refine import PROBES, refine_on_rows
 from ..train.starts import fit_from_sqrt_d, sample_rows
 from ..train.warning_types import ConvergenceWarning, SizeWarning
 from ..validation import as_dtype, check_int, check_positive
@@ -84,6 +85,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
               restart_iter: int = 5, noise_floor: float = NOISE_FLOOR,
               solver: str = "auto", subsample: int | None = None, cg_tol: float = 1e-3,
               precond_rank: int | None = None, block_dtype: str | None = None,
+              refine: int = 0, refine_lr: float = 0.05, probes: int = PROBES,
               client: Any = None) -> tuple[ExactGP | IterativeExactGP, FitResult]:
     """Exact GP by L-BFGS (:func:`gpscale.train.fit_lbfgs`); ``noise`` is the initial
     noise variance in the units of y given (standardised ones by default).
@@ -135,6 +137,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
         solver = "cg" if too_large(n, d, dtype) else "cholesky"
     if solver == "cg":
         rows = sample_size(n) if subsample is None else check_int("subsample", subsample, 2)
+        refine = check_int("refine", refine, 0)
         keep = sample_rows(n, min(rows, n), 0 if seed is None else seed, X.device)
         given_kernel = copy.deepcopy(kernel)  # fit_exact trains the kernel it is given
 
@@ -155,8 +158,18 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
         given = {k: v for k, v in (("precond_rank", precond_rank),
                                    ("block_dtype", block_dtype)) if v is not None}
         model = IterativeExactGP.from_exact(
-            small, X, y, tol=check_positive("cg_tol", cg_tol),
+            small, X, y, tol=check_positive("cg_tol", cg_tol), solve=False,
             seed=0 if seed is None else seed, client=client, **given)
+        x0 = None
+        if refine and n > len(keep):
+            steps = refine_on_rows(model, refine, lr=check_positive("refine_lr", refine_lr),
+                                   probes=check_int("probes", probes, 1),
+                                   seed=0 if seed is None else seed)
+            result.history.extend(steps.history)
+            result.wall_s += steps.wall_s
+            result.theta = steps.theta
+            x0 = model.alpha
+        model.solve(x0=x0)
         result.history.append({"phase": "all rows", **model.solve_info})
         result.wall_s += model.solve_info["seconds"]
         return model, result

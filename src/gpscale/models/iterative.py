@@ -38,14 +38,13 @@ from torch import nn
 from .. import distributed
 from ..kernels import Kernel
 from ..linalg.cg import cg
-from ..linalg.lowrank import low_rank_inverse, rp_cholesky
+from ..linalg.lowrank import low_rank_inverse, pivoted_cholesky, rp_cholesky
 from ..linalg.operator import KernelOperator
 from ..params import Positive
 from ..validation import as_test_inputs, check_xy
 from .base import GPModel, MeanAndVariance, dtype_name, no_data
 from .exact import ExactGP, gaussian_nll
 from .iterative_variance import LanczosVariance, PathwiseVariance, variance_cache
-from .precond import kernel_preconditioner
 
 __all__ = ["IterativeExactGP", "DENSE_OBJECTIVE_MAX", "PRECOND_BYTES", "PRECOND_TOL",
            "FLOAT32_MIN_TOL"]
@@ -245,22 +244,32 @@ class IterativeExactGP(GPModel):
         return self
 
     def preconditioner(self, op: KernelOperator):
-        """R ↦ P⁻¹R, P = L Lᵀ + σ²I by Woodbury, L of rank ``precond_rank`` from
-        randomly pivoted Cholesky ("rpchol", Chen et al. 2023; kernel rows in blocks,
-        GEMMs) or greedy pivoted Cholesky ("pivchol"); None for "none" or rank 0."""
+        """R ↦ P⁻¹R, P = L Lᵀ + σ²I by Woodbury, L from :meth:`precond_factor`; None
+        for "none" or rank 0."""
+        L = self.precond_factor(op)
+        if L is None:
+            return None
+        work = None if self.precond == "pivchol" else _DTYPES[self.solve_dtype]
+        return low_rank_inverse(L, self.noise.detach(), work_dtype=work)
+
+    def precond_factor(self, op: KernelOperator) -> torch.Tensor | None:
+        """L (n x r) of the preconditioner at the current hyperparameters, of rank at most
+        ``precond_rank``: randomly pivoted Cholesky ("rpchol", Chen et al. 2023; kernel
+        rows in blocks, GEMMs) grown until tr(K − LLᵀ) ≤ ``precond_tol`` · nσ², or
+        greedy pivoted Cholesky ("pivchol"); None for "none" or rank 0."""
         cap = PRECOND_BYTES // (self.n * self.X.element_size()) if self.precond_rank is None \
             else self.precond_rank
         rank = min(cap, self.n)
         self._rank_used = 0 if self.precond == "none" else rank
         if self.precond == "none" or rank == 0:
             return None
-        noise = self.noise.detach()
         if self.precond == "pivchol":
-            return kernel_preconditioner(self.kernel, self.X, noise, "pivchol", rank)
-        L = rp_cholesky(self.kernel, self.X, rank, seed=self.seed, rows=op.rows,
-                        abs_tol=self.precond_tol * self.n * float(noise))
+            L = pivoted_cholesky(self.kernel, self.X, rank)
+        else:
+            L = rp_cholesky(self.kernel, self.X, rank, seed=self.seed, rows=op.rows,
+                            abs_tol=self.precond_tol * self.n * float(self.noise.detach()))
         self._rank_used = L.shape[1]
-        return low_rank_inverse(L, noise, work_dtype=_DTYPES[self.solve_dtype])
+        return L
 
     def _ensure_solved(self) -> None:
         theta = self._theta()

@@ -1,0 +1,252 @@
+"""Hyperparameters of the iterative exact GP on every row: stochastic gradients of the
+exact marginal likelihood (BBMM, Gardner, Pleiss, Bindel, Weinberger & Wilson 2018).
+
+The NLML of y − m ~ N(0, C), C = K + σ²I, and its gradient
+
+    L(θ) = ½ rᵀC⁻¹r + ½ log|C| + (n/2) log 2π,    r = y − m,
+    ∂L/∂θ = −½ αᵀ(∂C/∂θ)α + ½ tr(C⁻¹ ∂C/∂θ),      α = C⁻¹r,
+
+need only solves with C and one contraction with ∂K. The trace is estimated with
+probes drawn from the preconditioner, z ~ N(0, P), P = L Lᵀ + σ²I (BBMM §4):
+E[(C⁻¹z)ᵀ ∂C (P⁻¹z)] = tr(C⁻¹ ∂C P⁻¹ E[zzᵀ]) = tr(C⁻¹ ∂C), unbiased for any SPD P, and
+of low variance where P ≈ C. α and the t solves u_i = C⁻¹z_i come from one batched
+preconditioned CG (every right-hand side in the same passes over K,
+:class:`~gpscale.linalg.operator.KernelOperator`); the gradient is then one pass of
+kernel contractions (:meth:`Kernel.vjp` on row blocks) with the rank-(t+1) cotangent
+
+    G = ½ (−ααᵀ + (1/t) Σ_i u_i w_iᵀ),  w_i = P⁻¹z_i,
+
+so no n × n matrix is formed. The noise's gradient is ½(−αᵀα + (1/t) Σ u_iᵀw_i), the
+constant mean's −Σα.
+
+The steps (:func:`refine_on_rows`) are Adam's (as BBMM and Wang et al. 2019 train
+exact GPs), started from the hyperparameters of an exact fit on a row sample. The
+probes are drawn once, z_i = L e_i + σ e'_i with e, e' fixed (common random numbers):
+each step's gradient is then that of one fixed surrogate, the solves are warm-started
+from the step before, and L (randomly pivoted Cholesky at the starting θ) is kept while
+P's σ² follows the noise, so a step costs one Woodbury refactorisation (r³/3), one
+batched CG and one contraction pass.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import torch
+
+from ..linalg.cg import cg
+from ..linalg.lowrank import low_rank_inverse
+from .result import FitResult, theta_of
+
+__all__ = ["ProbeDraws", "mll_gradient", "refine_on_rows", "PROBES"]
+
+#: probes of the trace estimate (they ride in the CG's passes with y − m)
+PROBES = 32
+#: the largest move of one raw parameter in one L-BFGS step (softplus scale: near the
+#: floor about e^3 = 20x in the value, far above it 3 units), and the line search's
+#: most gradient evaluations per step
+MAX_RAW_STEP, MAX_LINE_EVALS = 3.0, 4
+
+
+class ProbeDraws:
+    """Fixed standard normal draws (e, e') that make probes z = L e + σ e' ~ N(0, P)
+    for P = L Lᵀ + σ²I at any σ² (common random numbers across steps)."""
+
+    def __init__(self, n: int, rank: int, t: int, seed: int, dtype: torch.dtype,
+                 device: torch.device) -> None:
+        gen = torch.Generator().manual_seed(int(seed))
+        self.low = torch.randn(rank, t, generator=gen, dtype=torch.float64).to(dtype=dtype,
+                                                                               device=device)
+        self.diag = torch.randn(n, t, generator=gen, dtype=torch.float64).to(dtype=dtype,
+                                                                             device=device)
+
+    @property
+    def t(self) -> int:
+        return self.diag.shape[1]
+
+    def probes(self, L: torch.Tensor | None, noise: float) -> torch.Tensor:
+        Z = self.diag * math.sqrt(noise)
+        return Z if L is None else Z.addmm_(L, self.low)
+
+
+def mll_gradient(model: Any, L: torch.Tensor | None, draws: ProbeDraws,
+                 gram: torch.Tensor | None = None, start: torch.Tensor | None = None
+                 ) -> tuple[dict[torch.Tensor, torch.Tensor], torch.Tensor, dict[str, Any]]:
+    """The stochastic NLML gradient of an :class:`~gpscale.models.IterativeExactGP` at
+    its current hyperparameters (module docstring), by parameter (raw, as the model
+    trains them).
+
+    ``L``: the preconditioner's low-rank factor (None: P = σ²I), ``gram`` = LᵀL if at
+    hand; ``draws``: the probes' fixed draws; ``start``: the previous solution [α, U]
+    (n x (1 + t)) to warm-start CG from. Returns (gradients, the solution [α, U], info:
+    CG iterations and residual, the data-fit term ½ rᵀα, seconds)."""
+    t0 = time.perf_counter()
+    noise = model.noise.detach()
+    with torch.no_grad():
+        op = model.operator(model.solve_dtype)
+        precond = None if L is None else low_rank_inverse(
+            L, noise, work_dtype=op.block_dtype, gram=gram)
+        Z = draws.probes(L, float(noise))
+        W = Z / noise if precond is None else precond(Z)
+        r = model.y - model.mean_constant.detach()
+        B = torch.cat([r[:, None], Z], 1)
+        sol, info = cg(op.matmul, B, precond, start, model.tol, model.max_iter)
+        alpha, U = sol[:, 0], sol[:, 1:]
+        t = draws.t
+        left = torch.cat([-alpha[:, None], U / t], 1).mul_(0.5)   # G = left @ rightᵀ
+        right = torch.cat([alpha[:, None], W], 1)
+    t_solve = time.perf_counter() - t0
+    params = [p for p in model.kernel.parameters() if p.requires_grad]
+    grads = dict(zip(params, op.contraction(left, right)))
+    with torch.no_grad():
+        g_noise = 0.5 * (-(alpha @ alpha) + (U * W).sum() / t)
+        grads[model.raw_noise] = type(model).noise.raw_grad(model, g_noise)
+        if model.mean_constant.requires_grad:
+            grads[model.mean_constant] = -alpha.sum().reshape(model.mean_constant.shape)
+    return grads, sol, {"iterations": info.iterations,
+                        "residual": float(info.rel_residual.max()),
+                        "converged": info.converged, "data_fit": float(0.5 * (r @ alpha)),
+                        "solve_s": t_solve, "seconds": time.perf_counter() - t0}
+
+
+def refine_on_rows(model: Any, steps: int, lr: float = 0.05, probes: int = PROBES,
+                   seed: int = 0, optimizer: str = "lbfgs", min_step: float = 0.01,
+                   callback: Any = None) -> FitResult:
+    """At most ``steps`` evaluations of the stochastic NLML gradient on all of the
+    model's rows (module docstring), moving its raw hyperparameters from where they are.
+
+    ``optimizer="lbfgs"``: L-BFGS directions with a line search on the directional
+    derivative alone (:func:`_lbfgs`: the gradient is all the probes give, no NLML
+    value); ``"adam"``: Adam steps of learning rate ``lr``. Both stop once a step moves
+    no raw parameter by more than ``min_step``. ``probes``: t. The model's α is left at
+    the last evaluation's solution (a warm start), not at the final θ.
+    ``callback(evaluation, info)`` after every evaluation."""
+    if optimizer not in ("lbfgs", "adam"):
+        raise ValueError(f"optimizer must be 'lbfgs' or 'adam', got {optimizer!r}")
+    t0 = time.perf_counter()
+    params = [p for p in model.parameters() if p.requires_grad]
+    history: list[dict[str, Any]] = []
+    if steps <= 0 or not params:
+        return FitResult("exact-refine", theta_of(model), float("nan"), history, True,
+                         "no steps", 0.0, 0)
+    with torch.no_grad():
+        L = model.precond_factor(model.operator(model.solve_dtype))
+        gram = None if L is None else L.mT @ L
+    draws = ProbeDraws(model.n, 0 if L is None else L.shape[1], probes, seed,
+                       model.X.dtype, model.X.device)
+    state: dict[str, Any] = {"start": None}
+
+    def gradient(x: torch.Tensor) -> torch.Tensor:
+        _assign(params, x)
+        grads, state["start"], info = mll_gradient(model, L, draws, gram, state["start"])
+        g = torch.cat([grads.get(p, torch.zeros_like(p)).reshape(-1) for p in params])
+        info = {"iter": len(history) + 1, "phase": "refine", "grad_norm": float(g.norm()),
+                "time_s": time.perf_counter() - t0, **info}
+        history.append(info)
+        if callback is not None:
+            callback(len(history), info)
+        return g.to(x)
+
+    x0 = torch.cat([p.detach().reshape(-1) for p in params])
+    run = _lbfgs if optimizer == "lbfgs" else _adam
+    x, converged = run(gradient, x0, steps, lr=lr, min_step=min_step)
+    _assign(params, x)
+    with torch.no_grad():
+        model.alpha = state["start"][:, 0].clone()
+    reason = (f"steps below {min_step:g}" if converged else f"{steps} gradient evaluations")
+    return FitResult("exact-refine", theta_of(model), history[-1]["data_fit"], history,
+                     converged, reason, time.perf_counter() - t0, len(history))
+
+
+def _assign(params: list[torch.Tensor], x: torch.Tensor) -> None:
+    with torch.no_grad():
+        i = 0
+        for p in params:
+            p.copy_(x[i:i + p.numel()].reshape(p.shape))
+            i += p.numel()
+
+
+def _adam(gradient, x: torch.Tensor, budget: int, lr: float, min_step: float
+          ) -> tuple[torch.Tensor, bool]:
+    """Adam (β = 0.9, 0.999) for ``budget`` evaluations."""
+    m, v = torch.zeros_like(x), torch.zeros_like(x)
+    for k in range(1, budget + 1):
+        g = gradient(x)
+        m.mul_(0.9).add_(g, alpha=0.1)
+        v.mul_(0.999).addcmul_(g, g, value=0.001)
+        step = lr * (m / (1 - 0.9**k)) / ((v / (1 - 0.999**k)).sqrt() + 1e-8)
+        x = x - step
+        if float(step.abs().max()) <= min_step:
+            return x, True
+    return x, False
+
+
+def _lbfgs(gradient, x: torch.Tensor, budget: int, min_step: float, memory: int = 10,
+           lr: float = 0.0) -> tuple[torch.Tensor, bool]:
+    """L-BFGS with a line search on φ'(a) = g(x + a d)·d only: accept a once
+    |φ'(a)| ≤ ½|φ'(0)| (the strong Wolfe curvature test without the decrease test,
+    which needs values); otherwise extrapolate (φ' < 0) or take the secant root inside
+    the bracket (φ' > 0). A step moves no raw parameter by more than
+    :data:`MAX_RAW_STEP`. ``lr`` is unused (the Adam signature)."""
+    S: list[torch.Tensor] = []
+    Y: list[torch.Tensor] = []
+    g = gradient(x)
+    used = 1
+    while used < budget:
+        d = -_two_loop(g, S, Y)
+        if float(g @ d) >= 0:  # not a descent direction: forget the curvature pairs
+            S, Y, d = [], [], -g
+        scale = MAX_RAW_STEP / max(float(d.abs().max()), 1e-300)
+        a = min(1.0, scale) if S else min(1.0 / max(float(d.abs().max()), 1e-300), scale)
+        d0 = float(g @ d)
+        lo, dlo, hi, dhi = 0.0, d0, None, 0.0
+        x_new, g_new = x, g
+        for _ in range(MAX_LINE_EVALS):
+            x_new = x + a * d
+            g_new = gradient(x_new)
+            used += 1
+            da = float(g_new @ d)
+            if abs(da) <= 0.5 * abs(d0) or used >= budget:
+                break
+            if da > 0:
+                hi, dhi = a, da
+            else:
+                lo, dlo = a, da
+            if hi is None:  # still descending: extrapolate, at most 4x and within the cap
+                root = a * -d0 / (dlo - d0) if dlo > d0 else 4.0 * a  # secant from 0
+                a = min(4.0 * a, scale, root)
+                if a <= lo:
+                    break
+            else:  # the secant root of φ' between lo and hi, kept off the ends
+                a = lo - dlo * (hi - lo) / (dhi - dlo)
+                a = min(max(a, lo + 0.1 * (hi - lo)), hi - 0.1 * (hi - lo))
+        s, yv = x_new - x, g_new - g
+        if float(s @ yv) > 1e-10 * float(yv @ yv):
+            S.append(s)
+            Y.append(yv)
+            if len(S) > memory:
+                S.pop(0)
+                Y.pop(0)
+        x, g = x_new, g_new
+        if float(s.abs().max()) <= min_step:
+            return x, True
+    return x, False
+
+
+def _two_loop(g: torch.Tensor, S: list[torch.Tensor], Y: list[torch.Tensor]) -> torch.Tensor:
+    """H g for the L-BFGS inverse Hessian approximation from the pairs (s, y)."""
+    q = g.clone()
+    rho = [1.0 / float(s @ y) for s, y in zip(S, Y)]
+    alphas = []
+    for s, y, r in zip(reversed(S), reversed(Y), reversed(rho)):
+        a = r * float(s @ q)
+        alphas.append(a)
+        q -= a * y
+    if S:
+        q *= float(S[-1] @ Y[-1]) / float(Y[-1] @ Y[-1])
+    for (s, y, r), a in zip(zip(S, Y, rho), reversed(alphas)):
+        b = r * float(y @ q)
+        q += (a - b) * s
+    return q
