@@ -85,7 +85,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
               restart_iter: int = 5, noise_floor: float = NOISE_FLOOR,
               solver: str = "auto", subsample: int | None = None, cg_tol: float = 1e-3,
               precond_rank: int | None = None, block_dtype: str | None = None,
-              refine: int = 0, refine_lr: float = 0.05, probes: int = PROBES,
+              refine: int = 0, probes: int = PROBES,
               client: Any = None) -> tuple[ExactGP | IterativeExactGP, FitResult]:
     """Exact GP by L-BFGS (:func:`gpscale.train.fit_lbfgs`); ``noise`` is the initial
     noise variance in the units of y given (standardised ones by default).
@@ -162,8 +162,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
             seed=0 if seed is None else seed, client=client, **given)
         x0 = None
         if refine and n > len(keep):
-            steps = refine_on_rows(model, refine, lr=check_positive("refine_lr", refine_lr),
-                                   probes=check_int("probes", probes, 1),
+            steps = refine_on_rows(model, refine, probes=check_int("probes", probes, 1),
                                    seed=0 if seed is None else seed)
             result.history.extend(steps.history)
             result.wall_s += steps.wall_s
