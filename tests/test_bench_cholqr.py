@@ -39,3 +39,26 @@ def test_kin40k_quick(tmp_path, data_dir):
     assert 0 < row["smse_cholqr_vfe"] < 2
     assert {r["method"] for r in recs if r.get("kind") == "fit"} == {
         "cholqr-vfe", "random", "gpytorch-sgpr"}
+
+
+def test_kin40k_versus_titsias_quick(tmp_path, data_dir):
+    """titsias-16 beside cholqr-vfe gives a ``versus`` row: bounds, times, and the time
+    CholQR took to reach the greedy bound (equal m, equal objective)."""
+    rc = main(["cholqr-kin40k", "--quick", "--n-train", "150", "--n-test", "100",
+               "--m", "8", "--methods", "cholqr-vfe", "titsias-16", "--epochs", "3",
+               "--threads", "1", "--out", str(tmp_path)])
+    assert rc == 0
+    _, recs = _summary(tmp_path, "cholqr-kin40k")
+    (vs,) = [r for r in recs if r.get("kind") == "versus"]
+    assert vs["m"] == 8 and vs["greedy"] == "titsias-16"
+    assert math.isfinite(vs["bound_cholqr"]) and math.isfinite(vs["bound_greedy"])
+    assert vs["speedup_equal_m"] > 0
+    if vs["bound_cholqr"] <= vs["bound_greedy"]:
+        assert 0 <= vs["s_cholqr_to_greedy_bound"] <= vs["s_cholqr"]
+
+
+def test_reach_time():
+    from gpscale.bench.cholqr import reach_time
+
+    trace = [(0.0, 10.0), (1.5, 7.0), (3.0, 5.0)]
+    assert reach_time(trace, 7.0) == 1.5 and reach_time(trace, 4.0) is None
