@@ -52,6 +52,7 @@ def test_exact_process_tiny(tmp_path):
     assert [r["tool"] for r in runs] == ["gpscale", "gpytorch"]
     (row,) = [r for r in lines if r.get("kind") == "set"]
     assert row["gpscale_over_gpytorch"] > 0 and row["gpscale_evals"] >= 1
+    assert row["gpscale_cpu_s"] > 0 and row["gpscale_cpu_over_gpytorch"] > 0
     assert all(math.isfinite(row[k]) for k in ("gpscale_rmse", "gpytorch_rmse",
                                                "gpscale_nlpd", "gpytorch_nlpd"))
     assert lines[-1]["summary"] is True

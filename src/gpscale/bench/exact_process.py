@@ -15,10 +15,11 @@ repeat and interleaved so that the machine's load falls on both alike:
   of an earlier commit) that checkout's ``gpscale fit`` too, so before and after are
   measured in the same run.
 
-Each is timed from start to exit. Then, untimed, each model predicts the test rows
-(``gpscale predict``; the recipe's ``predict``, Cholesky) and the test RMSE and NLPD of y
-are computed in y's standardised units (divided by the training rows' standard
-deviation), so that speed is never bought with accuracy. Every subprocess gets
+Each is timed from start to exit (wall time, and CPU time from ``getrusage``: the
+ratio that other work on shared cores disturbs least). Then, untimed, each model
+predicts the test rows (``gpscale predict``; the recipe's ``predict``, Cholesky) and the
+test RMSE and NLPD of y are computed in y's standardised units (divided by the training
+rows' standard deviation), so that speed is never bought with accuracy. Every subprocess gets
 OMP_NUM_THREADS = MKL_NUM_THREADS = T and inherits this process's CPU affinity.
 
 ``--quick``: autompg only, 200 rows, 20 Adam steps, one repeat.
@@ -103,7 +104,9 @@ class _Tool:
         return [*_gpscale_cmd(), "predict", "--threads", str(self.threads), "-q", "--model",
                 str(model), "--data", str(test), "--out", str(out)]
 
-    def run(self, cmd: list[str]) -> float:
+    def run(self, cmd: list[str]) -> tuple[float, float]:
+        """Wall time and CPU time (user + system, of the process and its children)."""
+        cpu0 = _children_cpu()
         t0 = time.perf_counter()
         done = subprocess.run(cmd, env=_env(self.threads, self.src), capture_output=True,
                               text=True)
@@ -111,7 +114,7 @@ class _Tool:
         if done.returncode != 0:
             raise RuntimeError(f"{self.name} failed (exit {done.returncode}): "
                                f"{' '.join(cmd)}\n{done.stderr[-2000:]}")
-        return wall
+        return wall, _children_cpu() - cpu0
 
     def fit_info(self, model: Path) -> dict:
         """Evaluations, objective and in-process fit time from ``gpscale info --json``."""
@@ -140,6 +143,16 @@ def _metrics(pred: Path, y: np.ndarray, sy: float, tool: str) -> dict[str, float
             "nlpd": float(np.mean(0.5 * np.log(2 * np.pi * v) + 0.5 * r * r / v))}
 
 
+def _children_cpu() -> float:
+    """CPU seconds used by the waited-for child processes so far (0 where unknown)."""
+    try:
+        import resource
+    except ImportError:
+        return 0.0
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def _load() -> list[float]:
     return [round(v, 2) for v in os.getloadavg()] if hasattr(os, "getloadavg") else []
 
@@ -157,14 +170,17 @@ def _one_set(name: str, order: list[_Tool], args, n: int, repeats: int, tmp: Pat
     sy = float(np.std(ytr))
     tools = list({t.name: t for t in order}.values())
     walls: dict[str, list[float]] = {t.name: [] for t in tools}
+    cpus: dict[str, list[float]] = {t.name: [] for t in tools}
     for r in range(repeats):
         for tool in order:
             model = tmp / f"{name}-{tool.name}.pt"
             before = _load()
-            wall = tool.run(tool.fit_cmd(train, model))
+            wall, cpu = tool.run(tool.fit_cmd(train, model))
             walls[tool.name].append(wall)
+            cpus[tool.name].append(cpu)
             rec.record(kind="run", set=name, n=len(ytr), d=Xtr.shape[1], tool=tool.name,
-                       repeat=r, wall_s=wall, load_before=before, load_after=_load())
+                       repeat=r, wall_s=wall, cpu_s=cpu, load_before=before,
+                       load_after=_load())
     row: dict = {"kind": "set", "set": name, "n": len(ytr), "d": Xtr.shape[1],
                  "test_n": len(yte)}
     for tool in tools:
@@ -174,6 +190,7 @@ def _one_set(name: str, order: list[_Tool], args, n: int, repeats: int, tmp: Pat
         info = tool.fit_info(model)
         row.update({f"{tool.name}_s": statistics.median(walls[tool.name]),
                     f"{tool.name}_min_s": min(walls[tool.name]),
+                    f"{tool.name}_cpu_s": statistics.median(cpus[tool.name]),
                     f"{tool.name}_rmse": m["rmse"], f"{tool.name}_nlpd": m["nlpd"],
                     f"{tool.name}_evals": info.get("evaluations")})
         if "theta" in info:
@@ -182,6 +199,9 @@ def _one_set(name: str, order: list[_Tool], args, n: int, repeats: int, tmp: Pat
     for tool in tools:
         if tool.name != "gpytorch":
             row[f"{tool.name}_over_gpytorch"] = row[f"{tool.name}_s"] / row["gpytorch_s"]
+            if row["gpytorch_cpu_s"] > 0:
+                row[f"{tool.name}_cpu_over_gpytorch"] = (row[f"{tool.name}_cpu_s"]
+                                                         / row["gpytorch_cpu_s"])
     return rec.record(**row)
 
 
@@ -231,16 +251,19 @@ def run(args, rec) -> None:
 def _summarise(rec, rows: list[dict], names: list[str]) -> None:
     big = [r for r in rows if r["n"] >= TINY_N]
     for name in names:
-        key = f"{name}_over_gpytorch"
-        rec.summary(**{f"{key}_{r['set']}": r[key] for r in rows})
-        worst = max((r[key] for r in big), default=None)
-        rec.summary(**{f"{key}_max": worst})
+        for key in (f"{name}_over_gpytorch", f"{name}_cpu_over_gpytorch"):
+            rec.summary(**{f"{key}_{r['set']}": r.get(key) for r in rows})
+            rec.summary(**{f"{key}_max": max((r[key] for r in big if r.get(key)),
+                                             default=None)})
         rec.summary(**{f"{name}_rmse_over_gpytorch_max": max(
             (r[f"{name}_rmse"] / r["gpytorch_rmse"] for r in rows), default=None)})
     worst = rec.summary_fields.get("gpscale_over_gpytorch_max")
     rec.target("gpscale_over_gpytorch_max", worst, TARGET,
-               what=f"whole-process time of gpscale fit / GPyTorch recipe, every set of "
-                    f">= {TINY_N} rows")
+               what=f"whole-process wall time of gpscale fit / GPyTorch recipe, every set "
+                    f"of >= {TINY_N} rows")
+    rec.note("CPU time (user + system of each process, from getrusage) is the ratio to "
+             "trust when other work shares the cores: wall time then depends on each "
+             "process's share of them, which changes within a run.")
     if any(math.isfinite(r.get("gpscale_rmse", math.nan)) for r in rows):
         rec.note("Accuracy: see the gpscale_rmse / gpytorch_rmse and _nlpd columns of the "
                  "'set' rows.")
