@@ -38,16 +38,16 @@ import torch
 
 from ..linalg.cg import cg
 from ..linalg.lowrank import low_rank_inverse
+from ..params import FLOOR_MARGIN, inv_softplus, positive_params
 from .result import FitResult, theta_of
 
 __all__ = ["ProbeDraws", "mll_gradient", "refine_on_rows", "PROBES"]
 
 #: probes of the trace estimate (they ride in the CG's passes with y − m)
 PROBES = 32
-#: the largest move of one raw parameter in one L-BFGS step (softplus scale: near the
-#: floor about e^3 = 20x in the value, far above it 3 units), and the line search's
-#: most gradient evaluations per step
-MAX_RAW_STEP, MAX_LINE_EVALS = 3.0, 4
+#: the largest move of one coordinate (:class:`LogCoordinates`: log v, a factor of
+#: e = 2.7) in one L-BFGS step, and the line search's most gradient evaluations per step
+MAX_STEP, MAX_LINE_EVALS = 1.0, 4
 
 
 class ProbeDraws:
@@ -117,8 +117,9 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
     model's rows (module docstring), moving its raw hyperparameters from where they are.
 
     L-BFGS directions with a line search on the directional derivative alone
-    (:func:`_lbfgs`: the gradient is all the probes give, no NLML value); stops once a
-    step moves no raw parameter by more than ``min_step``. ``probes``: t. The model's α
+    (:func:`_lbfgs`: the gradient is all the probes give, no NLML value) in the
+    coordinates of :class:`LogCoordinates`; stops once a step moves none of them by more
+    than ``min_step``. ``probes``: t. The model's α
     is left at the last evaluation's solution (a warm start), not at the final θ.
     ``callback(evaluation, info)`` after every evaluation.
 
@@ -137,22 +138,22 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
         gram = None if L is None else L.mT @ L
     draws = ProbeDraws(model.n, 0 if L is None else L.shape[1], probes, seed,
                        model.X.dtype, model.X.device)
+    coords = LogCoordinates(model, params)
     state: dict[str, Any] = {"start": None}
 
     def gradient(x: torch.Tensor) -> torch.Tensor:
-        _assign(params, x)
+        coords.assign(x)
         grads, state["start"], info = mll_gradient(model, L, draws, gram, state["start"])
-        g = torch.cat([grads.get(p, torch.zeros_like(p)).reshape(-1) for p in params])
+        g = coords.gradient(grads)
         info = {"iter": len(history) + 1, "phase": "refine", "grad_norm": float(g.norm()),
                 "time_s": time.perf_counter() - t0, **info}
         history.append(info)
         if callback is not None:
             callback(len(history), info)
-        return g.to(x)
+        return g
 
-    x0 = torch.cat([p.detach().reshape(-1) for p in params])
-    x, converged = _lbfgs(gradient, x0, steps, min_step)
-    _assign(params, x)
+    x, converged = _lbfgs(gradient, coords.values(), steps, min_step)
+    coords.assign(x)
     with torch.no_grad():
         model.alpha = state["start"][:, 0].clone()
     reason = (f"steps below {min_step:g}" if converged else f"{steps} gradient evaluations")
@@ -160,12 +161,52 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
                      converged, reason, time.perf_counter() - t0, len(history))
 
 
-def _assign(params: list[torch.Tensor], x: torch.Tensor) -> None:
-    with torch.no_grad():
+class LogCoordinates:
+    """The coordinates the refinement moves: log v for every positive parameter
+    v = floor + softplus(raw) (:class:`~gpscale.params.Positive`), the raw value for the
+    others (a constant mean).
+
+    On the raw scale a noise near its floor is nearly frozen: ∂v/∂raw = sigmoid(raw) is
+    (v − floor)/floor there, so a sample fit that ended at the floor (pumadyn32nm: σ²
+    at 1.04x its floor) gives a raw gradient 10⁻⁶ of the others and L-BFGS never moves
+    it. On the log scale every positive parameter moves by relative amounts. A value
+    that a step puts below its floor is held just above it."""
+
+    def __init__(self, model: Any, params: list[torch.Tensor]) -> None:
+        owner = {id(getattr(sub, desc.raw_name)): (sub, desc)
+                 for _, sub, desc in positive_params(model)}
+        self.params = params
+        self.positive = [owner.get(id(p)) for p in params]
+
+    def values(self) -> torch.Tensor:
+        out = []
+        for p, pos in zip(self.params, self.positive):
+            v = p.detach() if pos is None else getattr(pos[0], pos[1].name).detach()
+            out.append((v if pos is None else v.log()).reshape(-1))
+        return torch.cat(out).to(torch.float64)
+
+    def assign(self, x: torch.Tensor) -> None:
         i = 0
-        for p in params:
-            p.copy_(x[i:i + p.numel()].reshape(p.shape))
-            i += p.numel()
+        with torch.no_grad():
+            for p, pos in zip(self.params, self.positive):
+                part = x[i:i + p.numel()].reshape(p.shape).to(p)
+                i += p.numel()
+                if pos is not None:
+                    floor = pos[1].floor_of(pos[0])
+                    excess = (part.exp() - floor).clamp_min(floor * FLOOR_MARGIN)
+                    part = inv_softplus(excess)
+                p.copy_(part)
+
+    def gradient(self, grads: dict[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        """∂L/∂x from the gradients in the raw parameters: × v / sigmoid(raw)."""
+        out = []
+        for p, pos in zip(self.params, self.positive):
+            g = grads.get(p, torch.zeros_like(p)).detach()
+            if pos is not None:
+                v = getattr(pos[0], pos[1].name).detach()
+                g = g / torch.sigmoid(p.detach()) * v
+            out.append(g.reshape(-1))
+        return torch.cat(out).to(torch.float64)
 
 
 def _lbfgs(gradient, x: torch.Tensor, budget: int, min_step: float, memory: int = 10
@@ -173,32 +214,37 @@ def _lbfgs(gradient, x: torch.Tensor, budget: int, min_step: float, memory: int 
     """L-BFGS with a line search on φ'(a) = g(x + a d)·d only: accept a once
     |φ'(a)| ≤ ½|φ'(0)| (the strong Wolfe curvature test without the decrease test,
     which needs values); otherwise extrapolate (φ' < 0) or take the secant root inside
-    the bracket (φ' > 0). A step moves no raw parameter by more than
-    :data:`MAX_RAW_STEP`."""
+    the bracket (φ' > 0). A search that runs out of evaluations ends at the furthest
+    point where φ' was still negative; one that found none (every trial overshot)
+    keeps x and shortens the next step. No step moves a coordinate by more than
+    ``cap`` (at first :data:`MAX_STEP`)."""
     S: list[torch.Tensor] = []
     Y: list[torch.Tensor] = []
     g = gradient(x)
-    used = 1
+    used, cap = 1, MAX_STEP
     while used < budget:
         d = -_two_loop(g, S, Y)
         if float(g @ d) >= 0:  # not a descent direction: forget the curvature pairs
             S, Y, d = [], [], -g
-        scale = MAX_RAW_STEP / max(float(d.abs().max()), 1e-300)
-        a = min(1.0, scale) if S else min(1.0 / max(float(d.abs().max()), 1e-300), scale)
+        scale = cap / max(float(d.abs().max()), 1e-300)
+        a = min(1.0, scale)
         d0 = float(g @ d)
-        lo, dlo, hi, dhi = 0.0, d0, None, 0.0
-        x_new, g_new = x, g
+        lo, dlo, g_lo = 0.0, d0, g
+        hi, dhi = None, 0.0
+        found = None
         for _ in range(MAX_LINE_EVALS):
-            x_new = x + a * d
-            g_new = gradient(x_new)
+            if used >= budget:
+                break
+            g_a = gradient(x + a * d)
             used += 1
-            da = float(g_new @ d)
-            if abs(da) <= 0.5 * abs(d0) or used >= budget:
+            da = float(g_a @ d)
+            if abs(da) <= 0.5 * abs(d0):
+                found = (a, g_a)
                 break
             if da > 0:
                 hi, dhi = a, da
             else:
-                lo, dlo = a, da
+                lo, dlo, g_lo = a, da, g_a
             if hi is None:  # still descending: extrapolate, at most 4x and within the cap
                 root = a * -d0 / (dlo - d0) if dlo > d0 else 4.0 * a  # secant from 0
                 a = min(4.0 * a, scale, root)
@@ -207,14 +253,20 @@ def _lbfgs(gradient, x: torch.Tensor, budget: int, min_step: float, memory: int 
             else:  # the secant root of φ' between lo and hi, kept off the ends
                 a = lo - dlo * (hi - lo) / (dhi - dlo)
                 a = min(max(a, lo + 0.1 * (hi - lo)), hi - 0.1 * (hi - lo))
-        s, yv = x_new - x, g_new - g
+        if found is None and lo > 0:
+            found = (lo, g_lo)
+        if found is None:  # every trial overshot: stay, forget the curvature, go shorter
+            S, Y, cap = [], [], cap / 4
+            continue
+        a, g_new = found
+        s, yv = a * d, g_new - g
         if float(s @ yv) > 1e-10 * float(yv @ yv):
             S.append(s)
             Y.append(yv)
             if len(S) > memory:
                 S.pop(0)
                 Y.pop(0)
-        x, g = x_new, g_new
+        x, g = x + s, g_new
         if float(s.abs().max()) <= min_step:
             return x, True
     return x, False
