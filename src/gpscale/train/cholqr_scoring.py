@@ -217,7 +217,7 @@ class InfoPivots:
         for the pivots, ``exclude`` and points the information pivots do not see.
         Uses diag(L_z G L_zᵀ) with G = L_zᵀL_z, yᵀL_z, and M = Q[:n]ᵀ L_z = P T
         (§3.3.1, footnote 2): O(z²n + z²k) for all n candidates from the cache."""
-        n, k = f.n, f.k
+        k = f.k
         T = self.transform(f)
         A = self.Rz @ T
         a2 = (A * A).sum(1)
