@@ -48,6 +48,9 @@ PROBES = 32
 #: the largest move of one coordinate (:class:`LogCoordinates`: log v, a factor of
 #: e = 2.7) in one L-BFGS step, and the line search's most gradient evaluations per step
 MAX_STEP, MAX_LINE_EVALS = 1.0, 4
+#: the preconditioner is found again once a solve needs more than REFRESH_AFTER times
+#: the iterations of the first solve with it, plus REFRESH_SLACK
+REFRESH_AFTER, REFRESH_SLACK = 3, 10
 
 
 class ProbeDraws:
@@ -133,18 +136,23 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
     if steps <= 0 or not params:
         return FitResult("exact-refine", theta_of(model), float("nan"), history, True,
                          "no steps", 0.0, 0)
-    with torch.no_grad():
-        L = model.precond_factor(model.operator(model.solve_dtype))
-        gram = None if L is None else L.mT @ L
-    draws = ProbeDraws(model.n, 0 if L is None else L.shape[1], probes, seed,
-                       model.X.dtype, model.X.device)
     coords = LogCoordinates(model, params)
-    state: dict[str, Any] = {"start": None}
+    state: dict[str, Any] = {"start": None, "first": None}
+
+    def precondition() -> None:
+        """L (and LᵀL, the probes' draws) at the current hyperparameters."""
+        with torch.no_grad():
+            L = model.precond_factor(model.operator(model.solve_dtype))
+        state.update(L=L, gram=None if L is None else L.mT @ L, first=None,
+                     draws=ProbeDraws(model.n, 0 if L is None else L.shape[1], probes,
+                                      seed, model.X.dtype, model.X.device))
 
     def gradient(x: torch.Tensor) -> torch.Tensor:
         coords.assign(x)
-        grads, state["start"], info = mll_gradient(model, L, draws, gram, state["start"])
+        grads, state["start"], info = mll_gradient(model, state["L"], state["draws"],
+                                                   state["gram"], state["start"])
         g = coords.gradient(grads)
+        state["first"] = state["first"] or max(info["iterations"], 1)
         info = {"iter": len(history) + 1, "phase": "refine", "grad_norm": float(g.norm()),
                 "time_s": time.perf_counter() - t0, **info}
         history.append(info)
@@ -152,7 +160,18 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
             callback(len(history), info)
         return g
 
-    x, converged = _lbfgs(gradient, coords.values(), steps, min_step)
+    def stale() -> bool:
+        """After a step: refactor the preconditioner once CG needs REFRESH_AFTER times
+        the iterations of the first solve with this one (θ has moved away from where L
+        was found); the probes change with it, so L-BFGS starts its memory anew."""
+        if history[-1]["iterations"] <= REFRESH_AFTER * state["first"] + REFRESH_SLACK:
+            return False
+        precondition()
+        history[-1]["precond_refreshed"] = True
+        return True
+
+    precondition()
+    x, converged = _lbfgs(gradient, coords.values(), steps, min_step, stale)
     coords.assign(x)
     with torch.no_grad():
         model.alpha = state["start"][:, 0].clone()
@@ -209,15 +228,17 @@ class LogCoordinates:
         return torch.cat(out).to(torch.float64)
 
 
-def _lbfgs(gradient, x: torch.Tensor, budget: int, min_step: float, memory: int = 10
-           ) -> tuple[torch.Tensor, bool]:
+def _lbfgs(gradient, x: torch.Tensor, budget: int, min_step: float, stale=None,
+           memory: int = 10) -> tuple[torch.Tensor, bool]:
     """L-BFGS with a line search on φ'(a) = g(x + a d)·d only: accept a once
     |φ'(a)| ≤ ½|φ'(0)| (the strong Wolfe curvature test without the decrease test,
     which needs values); otherwise extrapolate (φ' < 0) or take the secant root inside
     the bracket (φ' > 0). A search that runs out of evaluations ends at the furthest
     point where φ' was still negative; one that found none (every trial overshot)
     keeps x and shortens the next step. No step moves a coordinate by more than
-    ``cap`` (at first :data:`MAX_STEP`)."""
+    ``cap`` (at first :data:`MAX_STEP`). ``stale()``, asked after every step, says that
+    the gradient itself has changed (new probes): the memory is dropped and the
+    gradient at x evaluated again."""
     S: list[torch.Tensor] = []
     Y: list[torch.Tensor] = []
     g = gradient(x)
@@ -269,6 +290,10 @@ def _lbfgs(gradient, x: torch.Tensor, budget: int, min_step: float, memory: int 
         x, g = x + s, g_new
         if float(s.abs().max()) <= min_step:
             return x, True
+        if stale is not None and used < budget and stale():
+            S, Y = [], []
+            g = gradient(x)
+            used += 1
     return x, False
 
 
