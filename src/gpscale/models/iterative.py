@@ -162,19 +162,22 @@ class IterativeExactGP(GPModel):
 
     @classmethod
     def from_exact(cls, exact: ExactGP, X=None, y=None, *, solve: bool = True,
-                   **options: Any) -> IterativeExactGP:
+                   noise_floor: float | None = None, **options: Any) -> IterativeExactGP:
         """The same hyperparameters (kernel, σ², mean, noise floor) on the rows X, y
         (default: the exact model's own), solved unless ``solve=False``.
+        ``noise_floor``: another floor (below σ²; σ² keeps its value).
         ``options``: the solver keywords of :class:`IterativeExactGP`."""
         X = exact.X if X is None else X
         y = exact.y if y is None else y
-        floor = ExactGP.noise.floor_of(exact)
+        own = ExactGP.noise.floor_of(exact)
+        floor = own if noise_floor is None else float(noise_floor)
         model = cls(copy.deepcopy(exact.kernel), X, y, noise=float(exact.noise.detach()),
                     mean=exact.mean_kind, dtype=exact.X.dtype, device=exact.X.device,
                     noise_floor=None if floor == ExactGP.noise.floor else floor,
                     mean_constant=float(exact.mean_constant.detach()), **options)
         with torch.no_grad():  # the raw numbers, so that σ² and m are bit-identical
-            model.raw_noise.copy_(exact.raw_noise)
+            if floor == own:
+                model.raw_noise.copy_(exact.raw_noise)
             model.mean_constant.copy_(exact.mean_constant)
         if solve:
             model.solve()
