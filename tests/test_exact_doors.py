@@ -158,7 +158,7 @@ def test_a_sample_fit_ending_at_the_noise_floor_is_checked_on_held_out_rows():
     y = torch.sin(2 * X[:, 0]) * torch.cos(X[:, 1])  # no noise: ML-II interpolates
     with pytest.warns(gpscale.ConvergenceWarning, match="noise at or near its floor"):
         model, result = exact_method.fit_exact(X, y, make_kernel("rbf-ard", 2),
-                                               solver="cg", subsample=120, seed=0)
+                                               solver="cg", subsample=120, seed=0, refine=0)
     check = next(h for h in result.history if h.get("phase") == "held-out check")
     assert check["rows"] == 180  # every row outside the sample (fewer than HELD_OUT_ROWS)
     best = min(check["nlpd_sample_theta"], check["nlpd_half_sample_theta"])
@@ -166,3 +166,25 @@ def test_a_sample_fit_ending_at_the_noise_floor_is_checked_on_held_out_rows():
             else "sample")
     assert check["kept"] == kept and np.isfinite(best)
     assert isinstance(model, IterativeExactGP) and model.n == 300
+
+
+def test_a_sample_fit_ending_at_the_noise_floor_refines_from_a_smooth_start():
+    """With ``refine``, the same noise-free data start the refinement on every row from
+    the half sample's fit with the noise above 1e-2 var(y), under the user's floor: the
+    refinement takes the noise back down (noise-free y), far below where it started."""
+    import torch
+
+    from gpscale.kernels import make_kernel
+
+    rng = np.random.default_rng(4)
+    X = torch.as_tensor(rng.uniform(-2, 2, (300, 2)))
+    y = torch.sin(2 * X[:, 0]) * torch.cos(X[:, 1])
+    with pytest.warns(gpscale.ConvergenceWarning, match="starts instead from a fit on half"):
+        model, result = exact_method.fit_exact(X, y, make_kernel("rbf-ard", 2),
+                                               solver="cg", subsample=120, seed=0, refine=12)
+    start = next(h for h in result.history if h.get("phase") == "smooth start")
+    assert start["start_noise"] >= 0.5e-2 * float(y.var())  # 1e-2 x var(y) of its rows
+    assert not any(h.get("phase") == "held-out check" for h in result.history)
+    assert sum(h.get("phase") == "refine" for h in result.history) >= 5
+    assert float(model.noise.detach()) < start["start_noise"] / 10
+    assert IterativeExactGP.noise.floor_of(model) < 1e-3 * float(y.var())

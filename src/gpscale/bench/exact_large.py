@@ -46,6 +46,7 @@ REUSE = ("gpytorch-sgpr", "sgpr")
 PEER_ROWS = "benchmarks/results/uci-large/uci-large.jsonl"
 #: the measures a reused row carries over
 MEASURES = ("rmse", "nlpd", "coverage95", "fit_s", "predict_s", "model", "cg_iterations",
+            "refine_evals", "refine_s", "refine_cg_iterations", "noise",
             "cg_residual", "cg_passes", "precond_rank", "precond_s", "solve_s", "precond_tol",
             "estimate_s", "peak_rss_gib")
 #: the issue's targets: exact/sgpr RMSE on kin40k and the others, coverage, minutes
@@ -130,6 +131,7 @@ def _one(method: str, options: dict, Xtr, ytr, Xte, yte, my: float, sy: float) -
     r = (yte - my) / sy - mean
     var = np.maximum(std**2, 1e-12)
     last = pred.result.history[-1] if pred.result.history else {}
+    refined = [h for h in pred.result.history if h.get("phase") == "refine"]
     n, d = Xtr.shape
     return {"rmse": float(np.sqrt(np.mean(r * r))),
             "nlpd": float(np.mean(0.5 * np.log(2 * np.pi * var) + 0.5 * r * r / var)),
@@ -140,6 +142,10 @@ def _one(method: str, options: dict, Xtr, ytr, Xte, yte, my: float, sy: float) -
             "cg_passes": last.get("passes"), "precond_rank": last.get("precond_rank"),
             "precond_s": last.get("precond_seconds"), "solve_s": last.get("seconds"),
             "precond_tol": getattr(pred.model, "precond_tol", None),
+            "refine_evals": len(refined),
+            "refine_s": refined[-1]["time_s"] if refined else None,
+            "refine_cg_iterations": sum(h["iterations"] for h in refined) if refined else None,
+            "noise": float(pred.model.noise.detach()) if hasattr(pred.model, "noise") else None,
             "estimate_s": fit_seconds(n, d, opts.get("solver", "auto"))
             if method == "exact" and set(opts) <= {"solver"} else None,
             "options": opts, "peak_rss_gib": _peak_rss_gib(),

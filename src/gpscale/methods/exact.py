@@ -56,6 +56,12 @@ EXACT_N3_SECONDS, EXACT_EVALS = 8e-11, 40
 #: float64 rate of randomly pivoted Cholesky's n r² work (the same fit: 63 s at
 #: n = 36 000, r = 3 712, 7.8 GFLOP/s)
 CG_PRODUCTS, PRODUCT_FLOPS, PRECOND_FLOPS = 40, 2e10, 8e9
+#: ``refine="auto"`` (:func:`refine_evaluations`): gradient evaluations on every row
+#: within REFINE_SECONDS by the cost model, at most REFINE_MAX, none below REFINE_MIN;
+#: per evaluation REFINE_CG CG iterations (warm-started from the previous evaluation:
+#: 4-41 measured on pumadyn32nm) and the contraction pass at CONTRACTION_FLOPS (float64,
+#: 2.5-3.5 GFLOP/s measured at n = 8 000, one thread)
+REFINE_SECONDS, REFINE_MAX, REFINE_MIN, REFINE_CG, CONTRACTION_FLOPS = 300.0, 20, 5, 15, 3e9
 #: rows outside the θ sample on which the iterative path compares θ candidates when the
 #: sample's fit ends with the noise at its floor (:func:`_held_out_choice`)
 HELD_OUT_ROWS = 2000
@@ -85,7 +91,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
               restart_iter: int = 5, noise_floor: float = NOISE_FLOOR,
               solver: str = "auto", subsample: int | None = None, cg_tol: float = 1e-3,
               precond_rank: int | None = None, block_dtype: str | None = None,
-              refine: int = 0, probes: int = PROBES,
+              refine: int | str = "auto", probes: int = PROBES,
               client: Any = None) -> tuple[ExactGP | IterativeExactGP, FitResult]:
     """Exact GP by L-BFGS (:func:`gpscale.train.fit_lbfgs`); ``noise`` is the initial
     noise variance in the units of y given (standardised ones by default).
@@ -137,7 +143,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
         solver = "cg" if too_large(n, d, dtype) else "cholesky"
     if solver == "cg":
         rows = sample_size(n) if subsample is None else check_int("subsample", subsample, 2)
-        refine = check_int("refine", refine, 0)
+        refine = refine_evaluations(n, d) if refine == "auto" else check_int("refine", refine, 0)
         keep = sample_rows(n, min(rows, n), 0 if seed is None else seed, X.device)
         given_kernel = copy.deepcopy(kernel)  # fit_exact trains the kernel it is given
 
@@ -239,8 +245,8 @@ def _smooth_start(small: ExactGP, result: FitResult, keep: torch.Tensor, refit) 
     noise stayed at 1.04x its floor; from this start it went to the all-rows ML-II
     value)."""
     alt, _ = refit(keep[: keep.numel() // 2])
-    result.history.append({"phase": "smooth start", "sample_noise": float(small.noise),
-                           "start_noise": float(alt.noise)})
+    result.history.append({"phase": "smooth start", "sample_noise": float(small.noise.detach()),
+                           "start_noise": float(alt.noise.detach())})
     warnings.warn(
         f"the exact GP's hyperparameter fit on a sample of {keep.numel()} rows ended with "
         "the noise at or near its floor (an interpolating optimum?); the refinement on "
@@ -308,6 +314,24 @@ def exact_cost(n: int, d: int, dtype: torch.dtype = torch.float64,
     return {"memory_bytes": exact_bytes(n, d, dtype), "seconds": exact_seconds(n, evals)}
 
 
+def refine_seconds(n: int, d: int) -> float:
+    """One gradient evaluation of ``refine`` on n rows of d columns: :data:`REFINE_CG`
+    products with y − m and the probes (:func:`product_seconds`), and the contraction
+    pass in float64 (per kernel entry a GEMM over the 1 + t right-hand sides, the
+    kernel and its lengthscale sums)."""
+    k = 1 + PROBES
+    contraction = float(n) * n * (2.0 * k + 4.0 * (d + 2) + 30.0) / CONTRACTION_FLOPS
+    return REFINE_CG * product_seconds(n, d, k) + contraction
+
+
+def refine_evaluations(n: int, d: int) -> int:
+    """``refine="auto"``: as many gradient evaluations as :func:`refine_seconds` fits in
+    :data:`REFINE_SECONDS`, at most :data:`REFINE_MAX`; none where fewer than
+    :data:`REFINE_MIN` fit (a few L-BFGS steps move little)."""
+    k = int(REFINE_SECONDS // refine_seconds(n, d))
+    return min(REFINE_MAX, k) if k >= REFINE_MIN else 0
+
+
 def iterative_seconds(n: int, d: int) -> float:
     """Rough wall time (one thread) of ``solver="cg"`` at its defaults on n rows of d
     columns: the θ fit on :func:`sample_size` rows (:func:`exact_seconds`), the
@@ -318,7 +342,8 @@ def iterative_seconds(n: int, d: int) -> float:
     any machine and load."""
     rank = min(n, PRECOND_BYTES // (8 * n))
     precond = float(n) * rank * rank / PRECOND_FLOPS
-    return exact_seconds(sample_size(n)) + precond + CG_PRODUCTS * product_seconds(n, d)
+    return exact_seconds(sample_size(n)) + precond + CG_PRODUCTS * product_seconds(n, d) \
+        + refine_evaluations(n, d) * refine_seconds(n, d)
 
 
 def product_seconds(n: int, d: int, rhs: int = 1 + PATHWISE_SAMPLES) -> float:
