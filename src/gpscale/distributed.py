@@ -295,23 +295,24 @@ class ClusterOperator(KernelOperator):
         """As :meth:`KernelOperator.contraction`, one task per group of row blocks (the
         kernel at its current values, left and right sent once per call); the
         gradients are summed here, in the order of the kernel's trainable parameters."""
-        _, X, _ = self._there
+        form, X, cols = self._there
         here = self.kernel if self.X.device.type == "cpu" else copy.deepcopy(self.kernel).cpu()
         kernel, lr = self.client.scatter([here, [_cpu(left), _cpu(right)]],
                                          broadcast=True, hash=False)
-        futures = [self.client.submit(_block_contractions, g, kernel, X, lr, pure=False)
-                   for g in self._groups]
+        futures = [self.client.submit(_block_contractions, g, kernel, form, cols, X, lr,
+                                      pure=False) for g in self._groups]
         parts = self.client.gather(futures)
         device = left.device
         return [sum(p[i] for p in parts).to(device) for i in range(len(parts[0]))]
 
 
-def _block_contractions(bounds: Sequence[tuple[int, int]], kernel: Any, X: torch.Tensor,
-                        left_right: Sequence[torch.Tensor]) -> list[torch.Tensor]:
+def _block_contractions(bounds: Sequence[tuple[int, int]], kernel: Any, form: Any, cols: Any,
+                        X: torch.Tensor, left_right: Sequence[torch.Tensor]
+                        ) -> list[torch.Tensor]:
     """One task's share of a distributed contraction
     (:func:`gpscale.linalg.operator.contract_rows`)."""
     _worker_threads()
-    return contract_rows(kernel, X, list(bounds), *left_right)
+    return contract_rows(kernel, form, cols, X, list(bounds), *left_right)
 
 
 def _cpu(t: Any) -> Any:

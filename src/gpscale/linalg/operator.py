@@ -24,6 +24,7 @@ from ..kernels.chunked import (
     StationaryForm,
     auto_block,
     block_matmul,
+    rbf_contraction,
     kernel_contraction,
     kernel_form,
     kernel_slab,
@@ -44,12 +45,23 @@ def row_blocks(n: int, block: int) -> list[tuple[int, int]]:
     return [(s, min(n, s + block)) for s in range(0, n, block)]
 
 
-def contract_rows(kernel: Any, X: torch.Tensor, bounds: list[tuple[int, int]],
-                  left: torch.Tensor, right: torch.Tensor) -> list[torch.Tensor]:
+def contract_rows(kernel: Any, form: StationaryForm | GenericForm, cols: Columns,
+                  X: torch.Tensor, bounds: list[tuple[int, int]], left: torch.Tensor,
+                  right: torch.Tensor) -> list[torch.Tensor]:
     """Σ over the row ranges (s, e) of the gradients of ⟨left_{s:e} rightᵀ, K(X_{s:e}, X)⟩,
     in the order of the kernel's trainable parameters (a pure function: one task's share
-    of a distributed contraction)."""
+    of a distributed contraction). An RBF under Scale wrappers contracts by tiles in the
+    dtype of ``cols`` (:func:`~gpscale.kernels.chunked.rbf_contraction`); any other
+    kernel through ``kernel.vjp`` on float64 slabs."""
     params = [p for p in kernel.parameters() if p.requires_grad]
+    if isinstance(form, StationaryForm) and form.kind == "rbf":
+        total = torch.zeros((), dtype=left.dtype, device=left.device)
+        S = torch.zeros(cols.B.shape[1] - 2, dtype=left.dtype, device=left.device)
+        for s, e in bounds:
+            t, part = rbf_contraction(form, X[s:e], cols, left[s:e], right)
+            total, S = total + t, S + part
+        grads = _rbf_gradients(kernel, form, total, S)
+        return [grads.get(p, torch.zeros_like(p)) for p in params]
     out = [torch.zeros_like(p) for p in params]
     sub = auto_block(X.shape[0], X.shape[0], X.element_size(), CONTRACTION_BYTES)
     for s, e in bounds:
@@ -57,6 +69,26 @@ def contract_rows(kernel: Any, X: torch.Tensor, bounds: list[tuple[int, int]],
         for acc, p in zip(out, params):
             if p in part:
                 acc += part[p]
+    return out
+
+
+def _rbf_gradients(kernel: Any, form: StationaryForm, total: torch.Tensor, S: torch.Tensor
+                   ) -> dict[torch.Tensor, torch.Tensor]:
+    """Raw-parameter gradients of ⟨G, K⟩ from Σ G ⊙ κ (``total``) and the lengthscale
+    sums ``S`` (:func:`~gpscale.kernels.chunked.rbf_contraction`), K = Π s_k · κ: in
+    each outputscale s_k, (Π s / s_k) · total; in l_d, Π s · S_d / l_d."""
+    out: dict[torch.Tensor, torch.Tensor] = {}
+    k = kernel
+    while hasattr(k, "base"):  # the Scale wrappers kernel_form walked through
+        if k.raw_outputscale.requires_grad:
+            value = form.scale / float(k.outputscale.detach()) * total
+            out[k.raw_outputscale] = type(k).outputscale.raw_grad(k, value)
+        k = k.base
+    if k.raw_lengthscale.requires_grad:
+        ls = k.lengthscale.detach().reshape(-1).to(S)
+        grad = form.scale * S / ls if ls.numel() == S.numel() else \
+            (form.scale * S / ls).sum().reshape(1)
+        out[k.raw_lengthscale] = type(k).lengthscale.raw_grad(k, grad)
     return out
 
 
@@ -150,9 +182,9 @@ class KernelOperator:
     def contraction(self, left: torch.Tensor, right: torch.Tensor) -> list[torch.Tensor]:
         """Gradients of ⟨left rightᵀ, K(X, X)⟩ (left, right: n x k) in the kernel's
         trainable parameters, in the order of ``kernel.parameters()``: row blocks of
-        :func:`~gpscale.kernels.chunked.kernel_contraction` (the seam, as
-        :meth:`row_products`; in X's dtype, not ``block_dtype``)."""
-        return contract_rows(self.kernel, self.X, row_blocks(self.n, self.block), left, right)
+        :func:`contract_rows` (the seam, as :meth:`row_products`)."""
+        return contract_rows(self.kernel, self.form, self.cols, self.X,
+                             row_blocks(self.n, self.block), left, right)
 
     @torch.no_grad()
     def rows(self, index: torch.Tensor) -> torch.Tensor:

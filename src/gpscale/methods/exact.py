@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from ..kernels import Kernel
+from ..kernels.chunked import kernel_form
 from ..models import ExactGP, IterativeExactGP
 from ..models.iterative import PRECOND_BYTES
 from ..models.iterative_variance import PATHWISE_SAMPLES
@@ -59,9 +60,11 @@ CG_PRODUCTS, PRODUCT_FLOPS, PRECOND_FLOPS = 40, 2e10, 8e9
 #: ``refine="auto"`` (:func:`refine_evaluations`): gradient evaluations on every row
 #: within REFINE_SECONDS by the cost model, at most REFINE_MAX, none below REFINE_MIN;
 #: per evaluation REFINE_CG CG iterations (warm-started from the previous evaluation:
-#: 4-41 measured on pumadyn32nm) and the contraction pass at CONTRACTION_FLOPS (float64,
-#: 2.5-3.5 GFLOP/s measured at n = 8 000, one thread)
-REFINE_SECONDS, REFINE_MAX, REFINE_MIN, REFINE_CG, CONTRACTION_FLOPS = 300.0, 20, 5, 15, 3e9
+#: 4-41 measured on pumadyn32nm) and the contraction pass at CONTRACTION_FLOPS (RBF in
+#: float32 tiles, other kernels by float64 vjp slabs: 18-23 and 2.5-3.5 GFLOP/s measured
+#: at n = 8 000, d = 8 and 32, 33 right-hand sides, one thread)
+REFINE_SECONDS, REFINE_MAX, REFINE_MIN, REFINE_CG = 300.0, 30, 5, 15
+CONTRACTION_FLOPS = (1.8e10, 2.5e9)
 #: rows outside the θ sample on which the iterative path compares θ candidates when the
 #: sample's fit ends with the noise at its floor (:func:`_held_out_choice`)
 HELD_OUT_ROWS = 2000
@@ -143,7 +146,8 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
         solver = "cg" if too_large(n, d, dtype) else "cholesky"
     if solver == "cg":
         rows = sample_size(n) if subsample is None else check_int("subsample", subsample, 2)
-        refine = refine_evaluations(n, d) if refine == "auto" else check_int("refine", refine, 0)
+        refine = refine_evaluations(n, d, getattr(kernel_form(kernel), "kind", "") == "rbf") \
+            if refine == "auto" else check_int("refine", refine, 0)
         keep = sample_rows(n, min(rows, n), 0 if seed is None else seed, X.device)
         given_kernel = copy.deepcopy(kernel)  # fit_exact trains the kernel it is given
 
@@ -314,21 +318,23 @@ def exact_cost(n: int, d: int, dtype: torch.dtype = torch.float64,
     return {"memory_bytes": exact_bytes(n, d, dtype), "seconds": exact_seconds(n, evals)}
 
 
-def refine_seconds(n: int, d: int) -> float:
+def refine_seconds(n: int, d: int, rbf: bool = True) -> float:
     """One gradient evaluation of ``refine`` on n rows of d columns: :data:`REFINE_CG`
     products with y − m and the probes (:func:`product_seconds`), and the contraction
-    pass in float64 (per kernel entry a GEMM over the 1 + t right-hand sides, the
-    kernel and its lengthscale sums)."""
+    pass (per kernel entry a GEMM over the 1 + t right-hand sides, the kernel and its
+    lengthscale sums): float32 tiles for an RBF (``rbf``), float64 ``Kernel.vjp`` slabs
+    otherwise (:data:`CONTRACTION_FLOPS`)."""
     k = 1 + PROBES
-    contraction = float(n) * n * (2.0 * k + 4.0 * (d + 2) + 30.0) / CONTRACTION_FLOPS
+    rate = CONTRACTION_FLOPS[0 if rbf else 1]
+    contraction = float(n) * n * (2.0 * k + 4.0 * (d + 2) + 30.0) / rate
     return REFINE_CG * product_seconds(n, d, k) + contraction
 
 
-def refine_evaluations(n: int, d: int) -> int:
+def refine_evaluations(n: int, d: int, rbf: bool = True) -> int:
     """``refine="auto"``: as many gradient evaluations as :func:`refine_seconds` fits in
     :data:`REFINE_SECONDS`, at most :data:`REFINE_MAX`; none where fewer than
     :data:`REFINE_MIN` fit (a few L-BFGS steps move little)."""
-    k = int(REFINE_SECONDS // refine_seconds(n, d))
+    k = int(REFINE_SECONDS // refine_seconds(n, d, rbf))
     return min(REFINE_MAX, k) if k >= REFINE_MIN else 0
 
 
