@@ -48,6 +48,8 @@ PROBES = 32
 #: the largest move of one coordinate (:class:`LogCoordinates`: log v, a factor of
 #: e = 2.7) in one L-BFGS step, and the line search's most gradient evaluations per step
 MAX_STEP, MAX_LINE_EVALS = 1.0, 4
+#: the first trial move of a step without curvature pairs (a factor of e^0.1 = 1.1)
+FIRST_STEP = 0.1
 #: the preconditioner is found again once a solve needs more than REFRESH_AFTER times
 #: the iterations of the first solve with it, plus REFRESH_SLACK
 REFRESH_AFTER, REFRESH_SLACK = 3, 10
@@ -248,7 +250,9 @@ def _lbfgs(gradient, x: torch.Tensor, budget: int, min_step: float, stale=None,
         if float(g @ d) >= 0:  # not a descent direction: forget the curvature pairs
             S, Y, d = [], [], -g
         scale = cap / max(float(d.abs().max()), 1e-300)
-        a = min(1.0, scale)
+        # without curvature pairs d is the gradient itself: try a move of FIRST_STEP
+        # (the start is a fit on a sample, usually close) and let the search extrapolate
+        a = min(1.0, scale) if S else min(FIRST_STEP, cap) / max(float(d.abs().max()), 1e-300)
         d0 = float(g @ d)
         lo, dlo, g_lo = 0.0, d0, g
         hi, dhi = None, 0.0
