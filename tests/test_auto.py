@@ -7,6 +7,7 @@ import gpscale
 from gpscale.kernels import make_kernel
 from gpscale.methods.auto import (
     EXACT_SECONDS,
+    ITERATIVE_SECONDS,
     MAX_FEATURES,
     MAX_INDUCING,
     MIN_FEATURES,
@@ -15,6 +16,7 @@ from gpscale.methods.auto import (
     SGPR_SECONDS,
     choose_method,
     exact_seconds,
+    iterative_seconds,
     rff_seconds,
     sgpr_bytes,
     sgpr_seconds,
@@ -50,14 +52,32 @@ def test_the_exact_threshold_follows_the_cost_model_and_the_budget():
 def test_a_budget_sizes_sgpr_monotonically_then_falls_back_to_rff():
     k = make_kernel("rbf-ard", 4)
     n = 100_000
-    picks = [choose_method(n, 4, k, budget=b) for b in (1, 60, 600, 6000, 10**6)]
+    budgets = (1, 60, 600, 3000)  # below the exact GP's iterative estimate (52 min)
+    assert iterative_seconds(n, 4) > budgets[-1]
+    picks = [choose_method(n, 4, k, budget=b) for b in budgets]
     assert picks[0].method == "rff"  # not even m = MIN_INDUCING fits one second
     sizes = [c.options.get("m", 512) for c in picks[1:]]
     assert all(c.method == "sgpr" for c in picks[1:])
     assert sizes == sorted(sizes) and MIN_INDUCING <= sizes[0] and sizes[-1] == MAX_INDUCING
-    for b, m in zip((60, 600, 6000), sizes[:3]):
+    for b, m in zip(budgets[1:], sizes):
         assert sgpr_seconds(n, m) <= b  # sized to fit the budget by the cost model
     assert sgpr_seconds(n, 512) <= SGPR_SECONDS  # the default m without a budget
+
+
+def test_the_exact_gp_on_every_row_where_its_estimate_fits():
+    """Past the exact GP's size guard, a stationary kernel gets the exact GP on every row
+    (its iterative path) where that cost model fits the budget (default a quarter of an
+    hour: kin40k's 36 000 x 8 yes, keggundirected's 57 248 x 27 no); between the
+    Cholesky limit and the size guard sgpr stays; kernels without tiled products never."""
+    k8, k27 = make_kernel("rbf-ard", 8), make_kernel("rbf-ard", 27)
+    kin40k = choose_method(36_000, 8, k8)
+    assert iterative_seconds(36_000, 8) <= ITERATIVE_SECONDS
+    assert kin40k.method == "exact" and "iterative" in kin40k.reason
+    assert choose_method(57_248, 27, k27).method == "sgpr"
+    assert choose_method(57_248, 27, k27, budget=10**5).method == "exact"
+    assert choose_method(5000, 8, k8).method == "sgpr"  # Cholesky too slow, no switch yet
+    assert choose_method(100_000, 4, make_kernel("rbf-ard", 4), budget=10**6).method == "exact"
+    assert choose_method(36_000, 8, make_kernel("linear", 8)).method != "exact"
 
 
 def test_sgpr_is_left_when_its_matrices_would_not_fit_in_memory(monkeypatch):
@@ -73,8 +93,9 @@ def test_sgpr_is_left_when_its_matrices_would_not_fit_in_memory(monkeypatch):
 def test_a_budget_sizes_rff_monotonically_within_its_range():
     k = make_kernel("rbf-ard", 4)
     n = 2 * SGPR_MAX_ROWS
+    assert iterative_seconds(n, 4) > 10**4  # the exact GP on every row is not in reach
     sizes = [choose_method(n, 4, k, budget=b).options.get("num_features", 512)
-             for b in (1, 30, 300, 3000, 10**6)]
+             for b in (1, 30, 300, 3000, 10**4)]
     assert sizes == sorted(sizes) and sizes[0] == MIN_FEATURES and sizes[-1] == MAX_FEATURES
     for b, p in zip((30, 300, 3000), sizes[1:4]):
         assert rff_seconds(n, p) <= b  # sized to fit the budget by the cost model

@@ -9,9 +9,9 @@ import torch
 
 import gpscale
 from gpscale.kernels import RBF, Matern, Scale
+from gpscale.kernels.chunked import kernel_contraction
 from gpscale.methods.exact import fit_exact
 from gpscale.models import ExactGP, IterativeExactGP
-from gpscale.kernels.chunked import kernel_contraction
 from gpscale.train.exact_refine import ProbeDraws, mll_gradient, refine_on_rows
 
 

@@ -337,6 +337,6 @@ def kernel_matmul(
     return out[:, 0] if squeeze else out
 
 
-__all__ = ["kernel_matmul", "kernel_contraction", "kernel_product", "block_matmul", "kernel_form",
-           "prepare_columns", "kernel_slab", "rbf_contraction", "StationaryForm", "GenericForm", "Columns",
-           "auto_block", "fast_block", "TILE_ROWS", "TILE_COLS"]
+__all__ = ["kernel_matmul", "kernel_contraction", "kernel_product", "block_matmul",
+           "kernel_form", "prepare_columns", "kernel_slab", "rbf_contraction", "StationaryForm",
+           "GenericForm", "Columns", "auto_block", "fast_block", "TILE_ROWS", "TILE_COLS"]

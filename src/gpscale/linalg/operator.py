@@ -24,11 +24,11 @@ from ..kernels.chunked import (
     StationaryForm,
     auto_block,
     block_matmul,
-    rbf_contraction,
     kernel_contraction,
     kernel_form,
     kernel_slab,
     prepare_columns,
+    rbf_contraction,
 )
 
 __all__ = ["KernelOperator", "row_blocks", "contract_rows", "BLOCK_ROWS"]

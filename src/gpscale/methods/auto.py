@@ -8,15 +8,16 @@ The rule, in order (the constants below are where its thresholds live):
    the same call picks the same method on a busy machine and a quiet one), is within the
    budget (default :data:`EXACT_SECONDS`) and its n × n matrices fit in memory: on small
    data nothing beats it.
-   The exact GP's iterative path (past the Cholesky limit: θ from a row sample, the
-   posterior on every row by preconditioned CG) is not picked: measured on the five
-   large UCI sets (benchmarks/results/exact-large/), it halved sgpr's test RMSE on
-   kin40k (0.48x) but was within 0.3 % of it on skillcraft and elevators, 1.02x on
-   keggundirected (fold 0) and 1.17x on pumadyn32nm, where ML-II on the 4000-row
-   sample ended at an interpolating optimum on two folds of three. Its hyperparameters come from the sample; ask for it
-   with ``method="exact"`` (it switches itself) where the noise is small against the
-   signal, as on kin40k.
-2. otherwise, for a kernel with a spectral density (``rbf``, ``matern``, their ARD
+2. **exact** on every row, past the Cholesky limit (the exact GP switches itself to its
+   iterative path: θ from a row sample refined on every row, the posterior by
+   preconditioned CG), for a kernel with tiled products (RBF, Matérn, RQ under Scale),
+   when its cost model (:func:`~gpscale.methods.exact.iterative_seconds`) is within the
+   budget (default :data:`ITERATIVE_SECONDS`). Where sgpr's m = 512 inducing inputs are
+   few against n the exact GP is the more accurate (kin40k's 36 000 rows: half sgpr's
+   test RMSE); between the Cholesky limit and the size guard of the exact GP (about
+   2 700 to 5 700 rows) sgpr's m is a large share of n and sgpr is kept
+   (benchmarks/results/exact-large/).
+3. otherwise, for a kernel with a spectral density (``rbf``, ``matern``, their ARD
    forms), **sgpr** (m free inducing inputs, the VFE bound by L-BFGS) when its m × n
    matrices fit in memory and its estimated fit time
    (:func:`~gpscale.methods.sgpr.sgpr_seconds`, ∝ n m²) is within the budget (default
@@ -28,11 +29,11 @@ The rule, in order (the constants below are where its thresholds live):
    prior far from the training inputs, and on elevators its higher evidence came with a
    test RMSE of 0.825 against sgpr's 0.372, from one test row far outside the training
    range.)
-3. beyond that, **rff**, which streams from files and runs its passes on a cluster; with
+4. beyond that, **rff**, which streams from files and runs its passes on a cluster; with
    a budget its number of features p is scaled so that its estimated fit time
    (:func:`rff_seconds`: the θ search and the final pass both cost ∝ p²) fits the
    budget, between :data:`MIN_FEATURES` and :data:`MAX_FEATURES`.
-4. for other kernels (counts, molecules, sequences, periodic or compound kernels):
+5. for other kernels (counts, molecules, sequences, periodic or compound kernels):
    **cholqr-vfe**, a sparse GP on m training points chosen by swaps, which needs only
    kernel evaluations; m is :data:`CHOLQR_M` (fewer when n is small).
 """
@@ -46,19 +47,24 @@ from typing import Any
 import torch
 
 from ..kernels import Kernel
-from .exact import available_memory, exact_bytes, exact_seconds
+from ..kernels.chunked import StationaryForm, kernel_form
+from ..models.iterative import PRECOND_BYTES
+from .exact import available_memory, exact_bytes, exact_seconds, iterative_seconds, too_large
 from .rff import AUTO_ABOVE, AUTO_SUBSAMPLE
 from .sgpr import DEFAULT_M, sgpr_bytes, sgpr_seconds
 
 #: the cost models auto reads: ``exact_seconds`` (exact's, :mod:`gpscale.methods.exact`),
 #: ``sgpr_seconds`` / ``sgpr_bytes`` (sgpr's, :mod:`gpscale.methods.sgpr`) and
 #: :func:`rff_seconds` (below: rff's constants are measured for auto's budget sizing)
-__all__ = ["Choice", "choose_method", "exact_seconds", "rff_seconds", "sgpr_bytes",
-           "sgpr_seconds"]
+__all__ = ["Choice", "choose_method", "exact_seconds", "iterative_seconds", "rff_seconds",
+           "sgpr_bytes", "sgpr_seconds"]
 
 #: the exact GP is picked when its fit is estimated to take at most this long (seconds)
 #: and no budget is given: a choice (a minute), not a measurement
 EXACT_SECONDS = 60.0
+#: the exact GP on every row (past its Cholesky limit) is picked when its cost model
+#: puts the fit within this long and no budget is given (a choice: a quarter of an hour)
+ITERATIVE_SECONDS = 900.0
 #: rff's default number of features (its own default) and the range a budget may set
 DEFAULT_FEATURES, MIN_FEATURES, MAX_FEATURES = 512, 128, 4096
 #: seconds of rff's default θ search (p = 512) on 40 000 rows: 90 s in the 41 157-row
@@ -125,6 +131,9 @@ def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
                       f"{'the budget' if budget else 'a minute'} ({_seconds(limit)})")
     why_not_exact = (f"n={n}: the exact GP would need about {_seconds(seconds)}"
                      + ("" if fits else f" and {memory / 2**30:.3g} GiB"))
+    iterative = _iterative_choice(n, d, kernel, budget, dtype, why_not_exact)
+    if iterative is not None:
+        return iterative
     if kernel.spectral_density() is None:  # the kernel says whether it has one
         m = min(CHOLQR_M, max(2, n // 4))
         return Choice("cholqr-vfe", {"m": m},
@@ -152,6 +161,27 @@ def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
                   f"files, on a cluster if given) with p={p} random features"
                   + (f", sized for the budget of {_seconds(budget)} (about "
                      f"{_seconds(rff_seconds(n, p))} estimated)" if budget else ""))
+
+
+def _iterative_choice(n: int, d: int, kernel: Kernel, budget: float | None,
+                      dtype: torch.dtype, why_not_exact: str) -> Choice | None:
+    """The exact GP on every row when its fit switches to the iterative path
+    (:func:`~gpscale.methods.exact.too_large`), the kernel has tiled products and the
+    cost model fits the budget (or :data:`ITERATIVE_SECONDS`); else None."""
+    if not too_large(n, d, dtype) or not isinstance(kernel_form(kernel), StationaryForm):
+        return None
+    avail = available_memory()
+    if avail is not None and PRECOND_BYTES > 0.5 * avail:  # the preconditioner's factor
+        return None
+    seconds = iterative_seconds(n, d)
+    limit = ITERATIVE_SECONDS if budget is None else float(budget)
+    if seconds > limit:
+        return None
+    return Choice("exact", {}, f"{why_not_exact} by Cholesky; on every row by iterative "
+                  f"solves (θ from a row sample refined on all rows, the posterior by "
+                  f"preconditioned CG) about {_seconds(seconds)}, within "
+                  f"{'the budget' if budget else 'a quarter of an hour'} "
+                  f"({_seconds(limit)}): the exact GP, no inducing-point approximation")
 
 
 def _sgpr_choice(n: int, d: int, budget: float | None, avail: int | None,
