@@ -135,8 +135,18 @@ def test_refine_through_the_api(tmp_path):
     X, y = _data(n=500, noise=0.1, seed=7)
     p = gpscale.fit(X.numpy(), y.numpy(), method="exact", solver="cg", subsample=120,
                     refine=2, probes=4)
+    assert p.model.refined["evaluations"] == 2 and p.model.refined["start"] == "sample"
     path = tmp_path / "m.pt"
     p.save(path)
     q = gpscale.load(path)
+    assert q.model.refined == p.model.refined  # gpscale info shows it from the file
     torch.testing.assert_close(torch.as_tensor(q.predict(X[:20].numpy())),
                                torch.as_tensor(p.predict(X[:20].numpy())), rtol=1e-8, atol=1e-8)
+
+
+@pytest.mark.parametrize("bad", ["abc", -1, 1.5])
+def test_refine_must_be_auto_or_a_count(bad):
+    X, y = _data(n=80)
+    with pytest.raises(ValueError, match="refine must be"):
+        fit_exact(X, y, Scale(RBF(torch.ones(3), ard_dims=3)), solver="cg", subsample=40,
+                  refine=bad)

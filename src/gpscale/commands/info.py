@@ -91,6 +91,7 @@ def _solver(model: nn.Module) -> dict[str, Any] | None:
     sizes = getattr(model, "state_bytes", None)
     return {**{k: (_num(v) if isinstance(v, float) else v) for k, v in info.items()},
             "tol": _num(getattr(model, "tol", float("nan"))),
+            "refined": dict(getattr(model, "refined", None) or {}),
             "stored_bytes": sizes() if callable(sizes) else None}
 
 
@@ -242,6 +243,12 @@ def info_text(info: dict[str, Any]) -> str:
             f" relative residual {solver.get('residual', float('nan')):.2e} (tol "
             f"{solver.get('tol')}); the file holds "
             + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in held.items())]
+        refined = solver.get("refined") or {}
+        if refined.get("evaluations"):
+            lines[-2:-2] = [
+                f"refine   θ from a row sample ({refined.get('start')} start) refined on every "
+                f"row by {refined['evaluations']} stochastic gradient evaluations "
+                f"({refined.get('probes')} probes; {refined.get('reason')})"]
     quality = info.get("data_quality")
     if quality is not None:
         found = quality["lines"] or ["no constant columns or duplicated rows found"]

@@ -146,8 +146,11 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
         solver = "cg" if too_large(n, d, dtype) else "cholesky"
     if solver == "cg":
         rows = sample_size(n) if subsample is None else check_int("subsample", subsample, 2)
-        refine = refine_evaluations(n, d, getattr(kernel_form(kernel), "kind", "") == "rbf") \
-            if refine == "auto" else check_int("refine", refine, 0)
+        if refine == "auto":
+            refine = refine_evaluations(n, d, getattr(kernel_form(kernel), "kind", "") == "rbf")
+        elif isinstance(refine, str):
+            raise ValueError(f"refine must be 'auto' or an integer >= 0, got {refine!r}")
+        refine = check_int("refine", refine, 0)
         keep = sample_rows(n, min(rows, n), 0 if seed is None else seed, X.device)
         given_kernel = copy.deepcopy(kernel)  # fit_exact trains the kernel it is given
 
@@ -158,7 +161,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
                              restart_iter, floor, solver="cholesky")
 
         small, result = sample_fit(keep, kernel, noise_floor, noise)
-        user_floor = ExactGP.noise.floor_of(small)
+        sampled, user_floor = small, ExactGP.noise.floor_of(small)
         if _near_floor(small) and n > len(keep):
             floor = max(noise_floor, ALTERNATIVE_FLOOR)
             start = max(noise, 10 * _noise_floor(floor, y))
@@ -179,6 +182,9 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
             result.history.extend(steps.history)
             result.wall_s += steps.wall_s
             result.theta = steps.theta
+            model.refined = {"evaluations": steps.n_evals, "seconds": steps.wall_s,
+                             "reason": steps.reason, "probes": probes,
+                             "start": "half sample" if small is not sampled else "sample"}
             x0 = model.alpha
         model.solve(x0=x0)
         result.history.append({"phase": "all rows", **model.solve_info})

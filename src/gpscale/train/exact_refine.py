@@ -12,7 +12,8 @@ E[(C⁻¹z)ᵀ ∂C (P⁻¹z)] = tr(C⁻¹ ∂C P⁻¹ E[zzᵀ]) = tr(C⁻¹ ∂
 of low variance where P ≈ C. α and the t solves u_i = C⁻¹z_i come from one batched
 preconditioned CG (every right-hand side in the same passes over K,
 :class:`~gpscale.linalg.operator.KernelOperator`); the gradient is then one pass of
-kernel contractions (:meth:`Kernel.vjp` on row blocks) with the rank-(t+1) cotangent
+kernel contractions (:meth:`KernelOperator.contraction`: float32 tiles for an RBF,
+:meth:`Kernel.vjp` on row blocks otherwise) with the rank-(t+1) cotangent
 
     G = ½ (−ααᵀ + (1/t) Σ_i u_i w_iᵀ),  w_i = P⁻¹z_i,
 
@@ -25,7 +26,8 @@ probes are drawn once, z_i = L e_i + σ e'_i with e, e' fixed (common random num
 each step's gradient is then that of one fixed surrogate, the solves are warm-started
 from the step before, and L (randomly pivoted Cholesky at the starting θ) is kept while
 P's σ² follows the noise, so a step costs one Woodbury refactorisation (r³/3), one
-batched CG and one contraction pass.
+batched CG and one contraction pass. Once CG slows down (θ has moved away from where L
+was found) L and the probes are found again and L-BFGS starts its memory anew.
 """
 
 from __future__ import annotations
