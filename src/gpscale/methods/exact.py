@@ -111,6 +111,11 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
     its workers. ``"auto"``: Cholesky unless the size guard (:func:`size_guard`) finds
     the fit too long or too large, then CG.
 
+    ``refine`` (with ``solver="cg"``): at most this many stochastic gradient evaluations
+    of the NLML on every row (:func:`gpscale.train.exact_refine.refine_on_rows`, ``probes``
+    probe vectors) between the sample's fit and the posterior; ``"auto"``: as many as
+    :func:`refine_evaluations` fits in :data:`REFINE_SECONDS`; 0: θ from the sample.
+
     ``prior``: ``None`` for ML-II, ``"botorch"`` for BoTorch ``SingleTaskGP``'s default
     priors, or ``{name: gpscale.priors.Prior}``: MAP-II (see :mod:`gpscale.priors` for
     the parameterisation). ``tol`` / ``patience``: stop once the objective has moved by
@@ -152,6 +157,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
             raise ValueError(f"refine must be 'auto' or an integer >= 0, got {refine!r}")
         refine = check_int("refine", refine, 0)
         keep = sample_rows(n, min(rows, n), 0 if seed is None else seed, X.device)
+        refine = refine if n > len(keep) else 0  # a sample of every row: ML-II already
         given_kernel = copy.deepcopy(kernel)  # fit_exact trains the kernel it is given
 
         def sample_fit(rows: torch.Tensor, k: Kernel, floor: float, noise: float
@@ -166,7 +172,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
             floor = max(noise_floor, ALTERNATIVE_FLOOR)
             start = max(noise, 10 * _noise_floor(floor, y))
             refit = lambda rows: sample_fit(rows, given_kernel, floor, start)  # noqa: E731
-            small = _smooth_start(small, result, keep, refit) if refine and n > len(keep) \
+            small = _smooth_start(small, result, keep, refit) if refine \
                 else _held_out_choice(small, result, X, y, keep, refit,
                                       0 if seed is None else seed)
         given = {k: v for k, v in (("precond_rank", precond_rank),
@@ -176,7 +182,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
             noise_floor=user_floor if refine else None,
             seed=0 if seed is None else seed, client=client, **given)
         x0 = None
-        if refine and n > len(keep):
+        if refine:
             steps = refine_on_rows(model, refine, probes=check_int("probes", probes, 1),
                                    seed=0 if seed is None else seed)
             result.history.extend(steps.history)
