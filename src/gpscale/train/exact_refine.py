@@ -121,13 +121,13 @@ def mll_gradient(model: Any, L: torch.Tensor | None, draws: ProbeDraws,
 def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
                    min_step: float = 0.01, callback: Any = None) -> FitResult:
     """At most ``steps`` evaluations of the stochastic NLML gradient on all of the
-    model's rows (module docstring), moving its raw hyperparameters from where they are.
+    model's rows (module docstring), moving its hyperparameters from where they are.
 
     L-BFGS directions with a line search on the directional derivative alone
     (:func:`_lbfgs`: the gradient is all the probes give, no NLML value) in the
     coordinates of :class:`LogCoordinates`; stops once a step moves none of them by more
-    than ``min_step``. ``probes``: t. The model's α
-    is left at the last evaluation's solution (a warm start), not at the final θ.
+    than ``min_step``. ``probes``: t. The model's α is left at the last evaluation's
+    solution (a warm start), not at the final θ.
     ``callback(evaluation, info)`` after every evaluation.
 
     Not Adam (BBMM's and Wang et al.'s optimiser): it moves each raw parameter by about
@@ -190,9 +190,9 @@ class LogCoordinates:
     others (a constant mean).
 
     On the raw scale a noise near its floor is nearly frozen: ∂v/∂raw = sigmoid(raw) is
-    (v − floor)/floor there, so a sample fit that ended at the floor (pumadyn32nm: σ²
-    at 1.04x its floor) gives a raw gradient 10⁻⁶ of the others and L-BFGS never moves
-    it. On the log scale every positive parameter moves by relative amounts. A value
+    about v − floor there, so a sample fit that ended at the floor (pumadyn32nm: σ² at
+    1.04x its floor, v − floor ≈ 4e-6) gives a raw gradient far below the others' and
+    L-BFGS never moves it. On the log scale every positive parameter moves by relative amounts. A value
     that a step puts below its floor is held just above it."""
 
     def __init__(self, model: Any, params: list[torch.Tensor]) -> None:
