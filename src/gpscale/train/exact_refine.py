@@ -192,8 +192,8 @@ class LogCoordinates:
     On the raw scale a noise near its floor is nearly frozen: ∂v/∂raw = sigmoid(raw) is
     about v − floor there, so a sample fit that ended at the floor (pumadyn32nm: σ² at
     1.04x its floor, v − floor ≈ 4e-6) gives a raw gradient far below the others' and
-    L-BFGS never moves it. On the log scale every positive parameter moves by relative amounts. A value
-    that a step puts below its floor is held just above it."""
+    L-BFGS never moves it. On the log scale every positive parameter moves by relative
+    amounts. A value that a step puts below its floor is held just above it."""
 
     def __init__(self, model: Any, params: list[torch.Tensor]) -> None:
         owner = {id(getattr(sub, desc.raw_name)): (sub, desc)
