@@ -122,7 +122,9 @@ def _fit(folder: Path, n_fit: int, n_test: int, workers: int | None) -> dict:
     return {"fit_s": fit_s, "rmse": float(np.sqrt(np.mean((mean - yte) ** 2))),
             "std_y": float(np.std(yte)), "cg_iterations": info.get("iterations"),
             "cg_passes": info.get("passes"), "precond_rank": info.get("precond_rank"),
-            "solve_s": info.get("seconds"), "mean": mean}
+            "solve_s": info.get("seconds"),
+            "refine_evals": getattr(pred.model, "refined", {}).get("evaluations", 0),
+            "refine_s": getattr(pred.model, "refined", {}).get("seconds"), "mean": mean}
 
 
 @register("exact-cluster", help="the exact GP's CG products on a dask LocalCluster of 1 "
