@@ -195,3 +195,17 @@ def test_the_command_line_takes_method_auto_and_a_budget(tmp_path):
     bad = run("fit", "--data", "t.csv", "--target", "y", "--method", "auto", "--option",
               "num_features=64", "--out", "m3.pt")
     assert bad.returncode == 2 and "num_features" in bad.stderr, bad.stderr
+
+
+def test_the_iterative_estimate_counts_the_slower_contraction_of_other_kernels():
+    """A Matérn kernel's refinement contracts by float64 vjp slabs: its evaluations cost
+    more, fewer of them fit refine="auto"'s budget, and either way the refinement stays
+    within that budget in the estimate auto reads."""
+    from gpscale.methods.exact import REFINE_SECONDS, refine_evaluations, refine_seconds
+
+    for n, d in ((7_373, 32), (14_940, 18), (25_600, 8)):
+        assert refine_seconds(n, d, rbf=False) > refine_seconds(n, d)
+        assert refine_evaluations(n, d, rbf=False) <= refine_evaluations(n, d)
+        for rbf in (True, False):
+            assert refine_evaluations(n, d, rbf) * refine_seconds(n, d, rbf) <= REFINE_SECONDS
+    assert refine_evaluations(14_940, 18, rbf=False) < refine_evaluations(14_940, 18)

@@ -168,12 +168,13 @@ def _iterative_choice(n: int, d: int, kernel: Kernel, budget: float | None,
     """The exact GP on every row when its fit switches to the iterative path
     (:func:`~gpscale.methods.exact.too_large`), the kernel has tiled products and the
     cost model fits the budget (or :data:`ITERATIVE_SECONDS`); else None."""
-    if not too_large(n, d, dtype) or not isinstance(kernel_form(kernel), StationaryForm):
+    form = kernel_form(kernel)
+    if not too_large(n, d, dtype) or not isinstance(form, StationaryForm):
         return None
     avail = available_memory()
     if avail is not None and PRECOND_BYTES > 0.5 * avail:  # the preconditioner's factor
         return None
-    seconds = iterative_seconds(n, d)
+    seconds = iterative_seconds(n, d, form.kind == "rbf")
     limit = ITERATIVE_SECONDS if budget is None else float(budget)
     if seconds > limit:
         return None

@@ -350,18 +350,19 @@ def refine_evaluations(n: int, d: int, rbf: bool = True) -> int:
     return min(REFINE_MAX, k) if k >= REFINE_MIN else 0
 
 
-def iterative_seconds(n: int, d: int) -> float:
+def iterative_seconds(n: int, d: int, rbf: bool = True) -> float:
     """Rough wall time (one thread) of ``solver="cg"`` at its defaults on n rows of d
     columns: the θ fit on :func:`sample_size` rows (:func:`exact_seconds`), the
     preconditioner at its largest rank (the rank the memory cap allows; it stops earlier
     once its trace error is small) and :data:`CG_PRODUCTS` products with the mean's and
-    the variance cache's right-hand sides (:func:`product_seconds`). Like
-    :func:`exact_seconds`, fixed rather than timed, so that a call gets the same answer on
-    any machine and load."""
+    the variance cache's right-hand sides (:func:`product_seconds`), plus ``refine="auto"``'s
+    evaluations (:func:`refine_evaluations`; ``rbf``: the kernel's contraction is the
+    tiled one). Like :func:`exact_seconds`, fixed rather than timed, so that a call gets
+    the same answer on any machine and load."""
     rank = min(n, PRECOND_BYTES // (8 * n))
     precond = float(n) * rank * rank / PRECOND_FLOPS
     return exact_seconds(sample_size(n)) + precond + CG_PRODUCTS * product_seconds(n, d) \
-        + refine_evaluations(n, d) * refine_seconds(n, d)
+        + refine_evaluations(n, d, rbf) * refine_seconds(n, d, rbf)
 
 
 def product_seconds(n: int, d: int, rhs: int = 1 + PATHWISE_SAMPLES) -> float:
