@@ -43,7 +43,8 @@ def model_info(path: str | os.PathLike) -> dict[str, Any]:
     iterations = max((int(h.get("iter", 0)) for h in result.history), default=0)
     method = METHODS.get(pred.method)
     names = _column_names(pred)
-    n = getattr(pred.model, "n", None)
+    n = getattr(pred.model, "observations", getattr(pred.model, "n", None))
+    distinct = getattr(pred.model, "n", None) if getattr(pred.model, "copies", None) else None
     return {
         "file": os.fspath(path),
         "format_version": saved.get("format_version"),
@@ -55,6 +56,7 @@ def model_info(path: str | os.PathLike) -> dict[str, Any]:
         "model": type(pred.model).__name__,
         "model_options": saved.get("model_options"),
         "n": None if n is None else int(n),
+        "distinct_inputs": None if distinct is None else int(distinct),
         "d": pred.n_features,
         "inputs": names,
         "target": pred.target_name,
@@ -228,7 +230,9 @@ def info_text(info: dict[str, Any]) -> str:
         f"model    {info['model']}",
         f"data     n = {info['n'] if info['n'] is not None else '?'} rows, d = {info['d']} "
         f"inputs ({inputs})" + (f" -> target {info['target']}" if info["target"] else "")
-        + f"; {scaled}",
+        + f"; {scaled}"
+        + (f"; held as {info['distinct_inputs']} distinct inputs (copies merged, noise σ²/c"
+           " at an input seen c times: the same GP)" if info.get("distinct_inputs") else ""),
         f"fit      objective {objective} after {fit['iterations']} iterations, "
         f"{fit['evaluations']} evaluations{secs}; {stop}",
         "",

@@ -42,11 +42,19 @@ def pivoted_cholesky(kernel, X: torch.Tensor, rank: int, rel_tol: float = 1e-10,
 
 
 def low_rank_inverse(L: torch.Tensor, s2: torch.Tensor, work_dtype: torch.dtype | None = None,
-                     gram: torch.Tensor | None = None) -> Callable[[torch.Tensor], torch.Tensor]:
+                     gram: torch.Tensor | None = None, scale: torch.Tensor | None = None
+                     ) -> Callable[[torch.Tensor], torch.Tensor]:
     """R ↦ (L Lᵀ + σ²I)⁻¹ R by Woodbury (one r x r Cholesky, r = L.shape[1]).
     ``work_dtype`` (e.g. torch.float32): the two n x r products run in it (the r x r
     solve and the subtraction from R stay in L's dtype). ``gram``: LᵀL when at hand
-    (the same L with another σ² then costs r³/3, not n r²)."""
+    (the same L with another σ² then costs r³/3, not n r²). ``scale`` (n,): the inverse
+    of S⁻¹(L Lᵀ + σ²I)S⁻¹ = S⁻¹LLᵀS⁻¹ + σ² S⁻², S = diag(scale), i.e. R ↦ S (L Lᵀ +
+    σ²I)⁻¹ S R (rows at which y is a mean of c copies: scale = √c, L a factor of
+    S K S; :mod:`gpscale.models.copies`)."""
+    if scale is not None:
+        inner = low_rank_inverse(L, s2, work_dtype, gram)
+        s = scale[:, None]
+        return lambda R: inner(R * s.to(R)) * s.to(R)
     if L.shape[1] == 0:
         return lambda R: R / s2
     gram = L.mT @ L if gram is None else gram
@@ -64,7 +72,8 @@ def low_rank_inverse(L: torch.Tensor, s2: torch.Tensor, work_dtype: torch.dtype 
 def rp_cholesky(kernel, X: torch.Tensor, rank: int, block: int = 128,
                 seed: int | torch.Generator | None = 0,
                 rows: Callable[[torch.Tensor], torch.Tensor] | None = None,
-                rel_tol: float = 1e-10, abs_tol: float = 0.0) -> torch.Tensor:
+                rel_tol: float = 1e-10, abs_tol: float = 0.0,
+                scale: torch.Tensor | None = None) -> torch.Tensor:
     """Block randomly pivoted Cholesky (Chen, Epperly, Tropp & Webber 2023, Alg. 3):
     K(X, X) ≈ L Lᵀ, L (n x m, m ≤ rank). Each round samples ``block`` pivots S with
     probability ∝ the residual diagonal d, forms G = K(X, X_S) − L L_Sᵀ (one GEMM, not
@@ -73,12 +82,17 @@ def rp_cholesky(kernel, X: torch.Tensor, rank: int, block: int = 128,
     ``rel_tol`` · ‖H‖, so near-duplicate pivots cost nothing but time). O(n m²) flops
     in GEMMs. ``rows(idx)``: K(X[idx], X) (default ``kernel(X[idx], X)``); ``seed``:
     the pivots' generator. Stops early once the residual trace Σd = tr(K − L Lᵀ) is at
-    most ``rel_tol`` · tr K or ``abs_tol``."""
+    most ``rel_tol`` · tr K or ``abs_tol``. ``scale`` (n,): factor S K S instead,
+    S = diag(scale) (pivots drawn from its diagonal)."""
     n = X.shape[0]
     gen = as_generator(seed)
     with torch.no_grad():
         rows = rows or (lambda idx: kernel(X[idx], X))
         d = kernel.diag(X).detach().clone().to(X.dtype)
+        if scale is not None:
+            s = scale.to(X.dtype)
+            plain, d = rows, d * s * s
+            rows = lambda idx: plain(idx) * s[idx, None] * s  # noqa: E731
         total = float(d.sum())
         out = X.new_zeros(n, min(rank, n))
         m = 0

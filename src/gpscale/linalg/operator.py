@@ -100,7 +100,8 @@ class KernelOperator:
     kernel : any kernel (``kernel(X1, X2)``); its hyperparameters are read once, here:
         build a new operator after they change.
     X : training inputs (n, d); products follow its dtype and device.
-    noise : σ² (a float or a 0-d tensor).
+    noise : σ² (a float or a 0-d tensor), or the noise of each row (n,) (rows that are
+        means of copies: :mod:`gpscale.models.copies`).
     block : rows per call of :func:`block_matmul` (the unit of work a distributed
         product would send to a worker; each call tiles its block itself); default 8192.
     block_dtype : dtype the tiles of K are formed and multiplied in (torch.float32:
@@ -112,7 +113,8 @@ class KernelOperator:
                  block: int | None = None, block_dtype: torch.dtype | None = None) -> None:
         self.kernel = kernel
         self.X = X.detach()
-        self.noise = float(noise)
+        noise = torch.as_tensor(noise).detach()
+        self.noise: float | torch.Tensor = float(noise) if noise.ndim == 0 else noise.to(X)
         self.block_dtype = X.dtype if block_dtype is None else block_dtype
         self.form: StationaryForm | GenericForm = kernel_form(kernel)
         self.cols: Columns = prepare_columns(self.form, self.X, self.block_dtype)
@@ -126,6 +128,10 @@ class KernelOperator:
     @property
     def n(self) -> int:
         return self.X.shape[0]
+
+    def noise_column(self) -> torch.Tensor | float:
+        """The noise as a multiplier of an (n, k) block: σ², or each row's (n, 1)."""
+        return self.noise if isinstance(self.noise, float) else self.noise[:, None]
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -158,7 +164,11 @@ class KernelOperator:
         V2, squeeze = self._check(V)
         self.passes += 1
         self.columns += V2.shape[1]
-        out = self.row_products(self.X, V2).add_(V2, alpha=self.noise)
+        out = self.row_products(self.X, V2)
+        if isinstance(self.noise, float):
+            out.add_(V2, alpha=self.noise)
+        else:
+            out.addcmul_(V2, self.noise[:, None])
         return out[:, 0] if squeeze else out
 
     __call__ = matmul

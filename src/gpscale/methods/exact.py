@@ -8,6 +8,7 @@ The adapter checks its arguments, builds the model and runs the start policy of
 from __future__ import annotations
 
 import copy
+import functools
 import math
 import os
 import warnings
@@ -19,6 +20,7 @@ import torch
 from ..kernels import Kernel
 from ..kernels.chunked import kernel_form
 from ..models import ExactGP, IterativeExactGP
+from ..models.copies import Copies, keep_copies, merge_copies, rows_variance
 from ..models.iterative import PRECOND_BYTES
 from ..models.iterative_variance import PATHWISE_SAMPLES
 from ..priors import Prior, resolve_priors
@@ -146,7 +148,12 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
     dtype = as_dtype(dtype)
+    X, y, copies = merge_copies(X, y)
     n, d = int(X.shape[0]), int(X.shape[1])
+    cholesky = functools.partial(
+        _fit_cholesky, mean=mean, max_iter=max_iter, restarts=restarts, seed=seed,
+        progress=progress, device=device, dtype=dtype, prior=prior, tol=tol,
+        patience=patience, init=init, restart_iter=restart_iter)
     if solver == "auto":
         solver = "cg" if too_large(n, d, dtype) else "cholesky"
     if solver == "cg":
@@ -162,25 +169,24 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
 
         def sample_fit(rows: torch.Tensor, k: Kernel, floor: float, noise: float
                        ) -> tuple[ExactGP, FitResult]:
-            return fit_exact(X[rows], y[rows], k, noise, mean, max_iter, restarts, seed,
-                             progress, device, dtype, prior, tol, patience, init,
-                             restart_iter, floor, solver="cholesky")
+            return cholesky(X[rows], y[rows], None if copies is None else copies.subset(rows),
+                            k, noise, floor)
 
         small, result = sample_fit(keep, kernel, noise_floor, noise)
         sampled, user_floor = small, ExactGP.noise.floor_of(small)
         if _near_floor(small) and n > len(keep):
             floor = max(noise_floor, ALTERNATIVE_FLOOR)
-            start = max(noise, 10 * _noise_floor(floor, y))
+            start = max(noise, 10 * _noise_floor(floor, y, copies))
             refit = lambda rows: sample_fit(rows, given_kernel, floor, start)  # noqa: E731
             small = _smooth_start(small, result, keep, refit) if refine \
-                else _held_out_choice(small, result, X, y, keep, refit,
+                else _held_out_choice(small, result, X, y, copies, keep, refit,
                                       0 if seed is None else seed)
         given = {k: v for k, v in (("precond_rank", precond_rank),
                                    ("block_dtype", block_dtype)) if v is not None}
         model = IterativeExactGP.from_exact(
             small, X, y, tol=check_positive("cg_tol", cg_tol), solve=False,
             noise_floor=user_floor if refine else None,
-            seed=0 if seed is None else seed, client=client, **given)
+            seed=0 if seed is None else seed, client=client, copies=copies, **given)
         x0 = None
         if refine:
             steps = refine_on_rows(model, refine, probes=check_int("probes", probes, 1),
@@ -196,15 +202,26 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
         result.history.append({"phase": "all rows", **model.solve_info})
         result.wall_s += model.solve_info["seconds"]
         return model, result
-    size_guard(n, d, dtype)
-    floor = _noise_floor(check_positive("noise_floor", noise_floor), y)
+    return cholesky(X, y, copies, kernel, noise, noise_floor)
+
+
+def _fit_cholesky(X: torch.Tensor, y: torch.Tensor, copies: Copies | None, kernel: Kernel,
+                  noise: float, noise_floor: float, *, mean: str, max_iter: int,
+                  restarts: int, seed: int | None, progress: bool,
+                  device: torch.device | str | None, dtype: torch.dtype,
+                  prior: None | str | Mapping[str, Prior], tol: float | None,
+                  patience: int, init: str, restart_iter: int) -> tuple[ExactGP, FitResult]:
+    """:func:`fit_exact`'s Cholesky path on rows whose repeated inputs are merged
+    (``copies``; :mod:`gpscale.models.copies`), after the size guard."""
+    size_guard(int(X.shape[0]), int(X.shape[1]), dtype)
+    floor = _noise_floor(check_positive("noise_floor", noise_floor), y, copies)
     noise = check_positive("noise", noise)
     if not noise > floor:
         raise ValueError(f"noise={noise:g} is not above the noise floor {floor:g} "
                          f"(noise_floor={noise_floor:g} x var(y)); pass a larger noise or "
                          "a smaller noise_floor")
     model = ExactGP(kernel, X, y, noise=noise, mean=mean, dtype=dtype, device=device,
-                    noise_floor=floor)
+                    noise_floor=floor, copies=copies)
     penalty = resolve_priors(model, prior, d=int(X.shape[1]))
     objective = (lambda: model.nlml() + penalty()) if penalty else model.nlml
     options = dict(max_iter=check_int("max_iter", max_iter, 1),
@@ -217,7 +234,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
 
 
 def _held_out_choice(small: ExactGP, result: FitResult, X: torch.Tensor, y: torch.Tensor,
-                     keep: torch.Tensor, refit, seed: int) -> ExactGP:
+                     copies: Copies | None, keep: torch.Tensor, refit, seed: int) -> ExactGP:
     """θ for the iterative path when the sample's ML-II fit ended with the noise at or
     near its floor (:func:`_near_floor`), an interpolating optimum that can predict
     badly (pumadyn32nm fold 0: on 4000 of its 7 373 rows, σ² at 1.02x its floor and 4
@@ -225,7 +242,8 @@ def _held_out_choice(small: ExactGP, result: FitResult, X: torch.Tensor, y: torc
     half the sample, from the given values, with the noise kept above
     :data:`ALTERNATIVE_FLOOR` x var(y), and keep whichever θ, conditioned on the whole
     sample, predicts rows outside the sample better (mean NLPD of y on up to
-    :data:`HELD_OUT_ROWS` of them): noise-free data keep the interpolating θ, noisy
+    :data:`HELD_OUT_ROWS` of them; a row merged from c copies is their mean, with noise
+    σ²/c): noise-free data keep the interpolating θ, noisy
     data the other; warn either way, saying which."""
     outside = torch.ones(X.shape[0], dtype=torch.bool, device=X.device)
     outside[keep] = False
@@ -235,7 +253,9 @@ def _held_out_choice(small: ExactGP, result: FitResult, X: torch.Tensor, y: torc
     half, _ = refit(keep[: keep.numel() // 2])
     alt = copy.deepcopy(half)
     alt.X, alt.y = small.X, small.y  # the half's θ, conditioned on the whole sample
-    scores = [_nlpd(m, X[held], y[held]) for m in (small, alt)]
+    keep_copies(alt, small.copies)
+    counts = None if copies is None else copies.counts[held]
+    scores = [_nlpd(m, X[held], y[held], counts) for m in (small, alt)]
     kept = alt if scores[1] < scores[0] else small
     result.history.append({"phase": "held-out check", "rows": int(held.numel()),
                            "nlpd_sample_theta": scores[0], "nlpd_half_sample_theta": scores[1],
@@ -279,18 +299,21 @@ def _near_floor(model: ExactGP) -> bool:
     return bool(model.raw_noise.requires_grad) and noise < NEAR_FLOOR * floor
 
 
-def _nlpd(model: ExactGP, X: torch.Tensor, y: torch.Tensor) -> float:
-    """Mean negative log predictive density of y at X (noise included)."""
-    pred = model.predict(X, include_noise=True)
-    var = pred.var.clamp_min(1e-12)
+def _nlpd(model: ExactGP, X: torch.Tensor, y: torch.Tensor,
+          counts: torch.Tensor | None = None) -> float:
+    """Mean negative log predictive density of y at X (noise included; σ²/c where y is
+    the mean of ``counts`` copies)."""
+    pred = model.predict(X)
+    noise = model.noise.detach()
+    var = (pred.var + (noise if counts is None else noise / counts)).clamp_min(1e-12)
     r = y.to(var) - pred.mean
     return float((0.5 * torch.log(2 * math.pi * var) + 0.5 * r * r / var).mean())
 
 
-def _noise_floor(relative: float, y: torch.Tensor) -> float:
-    """``relative`` · var(y), or the model's own floor when y has no variance."""
-    y = torch.as_tensor(y).detach().reshape(-1)
-    var = float(y.to(torch.float64).var()) if y.numel() > 1 else 0.0
+def _noise_floor(relative: float, y: torch.Tensor, copies: Copies | None = None) -> float:
+    """``relative`` · var(y) (y's rows, with copies those merged), or the model's own
+    floor when y has no variance."""
+    var = rows_variance(torch.as_tensor(y).detach().reshape(-1), copies)
     return relative * var if var > 0 and math.isfinite(var) else ExactGP.noise.floor
 
 

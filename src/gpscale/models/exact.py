@@ -9,6 +9,10 @@ stationary kernels: a few passes over one n x n buffer and an n x n x d matrix
 product) instead of one n x n derivative matrix per hyperparameter. Peak memory is
 three n x n matrices (L, G and the contraction's buffer).
 
+Rows that repeat an input can be merged beforehand (:mod:`gpscale.models.copies`):
+the model then holds the distinct inputs with y's mean at each and ``copies``, and its
+C = K + σ² diag(1/c) and NLML (plus a term in σ² alone) are those of all the rows.
+
 Successive evaluations of a fit share a :class:`~gpscale.linalg.cholesky.JitterLadder`
 (``model.jitter``): a covariance that needs jitter is not re-tried from zero jitter at
 every evaluation.
@@ -27,6 +31,7 @@ from ..linalg.cholesky import JitterLadder, inverse_from_cholesky
 from ..params import LOG_2PI, Positive
 from ..validation import as_test_inputs, check_xy
 from .base import GPModel, MeanAndVariance, dtype_name, no_data
+from .copies import Copies, held_copies, keep_copies, noise_diagonal
 
 
 class _GaussianNLL(torch.autograd.Function):
@@ -64,7 +69,7 @@ class _ExactNLML(torch.autograd.Function):
     def forward(ctx, model, r, noise, *params):  # noqa: D102
         with torch.no_grad():
             C = model.kernel(model.X)
-            C.diagonal().add_(noise)
+            C.diagonal().add_(noise_diagonal(noise, model.copies))
             L = robust_cholesky(C, ladder=model.jitter)
             del C
             alpha = torch.cholesky_solve(r[:, None], L)[:, 0]
@@ -80,7 +85,10 @@ class _ExactNLML(torch.autograd.Function):
         model = ctx.model
         G = inverse_from_cholesky(L)
         G.addr_(alpha, alpha, beta=0.5 * g, alpha=-0.5 * g)  # G = g/2 (C⁻¹ − ααᵀ)
-        grad_noise = torch.diagonal(G).sum() if ctx.needs_input_grad[2] else None
+        grad_noise = None
+        if ctx.needs_input_grad[2]:  # ∂C/∂σ² = diag(1/c), I without copies
+            diag = torch.diagonal(G)
+            grad_noise = (diag if model.copies is None else diag / model.copies.counts).sum()
         grad_r = g * alpha if ctx.needs_input_grad[1] else None
         grads, _ = model.kernel.vjp(model.X, model.X, G)
         del G
@@ -99,6 +107,9 @@ class ExactGP(GPModel):
     noise : initial noise variance σ².
     mean : ``"zero"`` or ``"constant"`` (a learned constant m).
     noise_floor : the smallest σ² this model allows (default: the class's 1e-6).
+    copies : :class:`~gpscale.models.copies.Copies` when each row of X, y stands for
+        ``copies.counts`` rows at that input (y their mean; see
+        :func:`~gpscale.models.copies.merge_copies`), None when each is one row.
     """
 
     noise = Positive(floor=1e-6, doc="noise variance σ²")
@@ -113,6 +124,7 @@ class ExactGP(GPModel):
         dtype: torch.dtype = torch.float64,
         device: torch.device | str | None = None,
         noise_floor: float | None = None,
+        copies: Copies | None = None,
     ) -> None:
         super().__init__()
         if mean not in ("zero", "constant"):
@@ -130,6 +142,7 @@ class ExactGP(GPModel):
                                           requires_grad=(mean == "constant"))
         self.register_buffer("X", X)
         self.register_buffer("y", y)
+        keep_copies(self, copies)
         self._cache: tuple[Any, torch.Tensor, torch.Tensor] | None = None
         #: where the NLML's Cholesky starts its jitter ladder (the rung that last worked)
         self.jitter = JitterLadder()
@@ -139,15 +152,28 @@ class ExactGP(GPModel):
     def n(self) -> int:
         return self.X.shape[0]
 
+    @property
+    def copies(self) -> Copies | None:
+        """The rows each row of X stands for (None: one each)."""
+        return held_copies(self)
+
+    @property
+    def observations(self) -> int:
+        """The rows of data the model stands for (n, or more with copies)."""
+        copies = self.copies
+        return self.n if copies is None else copies.rows
+
     def covariance(self) -> torch.Tensor:
         """C = K(X, X) + σ²I."""
         K = self.kernel(self.X)
-        return K + torch.diag_embed(self.noise.expand(self.n))
+        return K + torch.diag_embed(noise_diagonal(self.noise, self.copies) * K.new_ones(self.n))
 
     def nlml(self) -> torch.Tensor:
         """Negative log marginal likelihood (differentiable in every parameter)."""
         params = [p for p in self.kernel.parameters() if p.requires_grad]
-        return _ExactNLML.apply(self, self.y - self.mean_constant, self.noise, *params)
+        value = _ExactNLML.apply(self, self.y - self.mean_constant, self.noise, *params)
+        copies = self.copies
+        return value if copies is None else value + copies.nlml_term(self.noise)
 
     def objective(self, data: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """The NLML (the model holds its training rows; ``data`` must be None)."""
@@ -168,7 +194,8 @@ class ExactGP(GPModel):
         floor = config.get("noise_floor")
         return cls(kernel, state["X"], state["y"], mean=config["mean"],
                    dtype=getattr(torch, config["dtype"]), noise_floor=floor,
-                   noise=0.1 if floor is None else max(0.1, 2.0 * floor))
+                   noise=0.1 if floor is None else max(0.1, 2.0 * floor),
+                   copies=Copies.from_state(state))
 
     # -- prediction -----------------------------------------------------------------
     def _factor(self) -> tuple[torch.Tensor, torch.Tensor]:

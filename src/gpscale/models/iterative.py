@@ -14,6 +14,10 @@ randomly pivoted Cholesky (Chen, Epperly, Tropp & Webber 2023;
 memory cap, and the variance cache's right-hand sides ride in the same passes as
 y − m (:mod:`gpscale.models.iterative_variance`).
 
+Rows merged from copies of one input (:mod:`gpscale.models.copies`) carry noise σ²/c:
+C = K + σ² diag(1/c), and the preconditioner is P = S⁻¹(L Lᵀ + σ²I)S⁻¹ with S = diag(√c)
+and L from randomly pivoted Cholesky of S K S (the system C is similar to).
+
 **Stop rule, in the data's units.** CG stops when ‖r‖ ≤ tol · ‖y − m‖, r = y − m − Cα̂.
 The error of the posterior mean at the training inputs is then K C⁻¹ r, and K C⁻¹ =
 I − σ²C⁻¹ has eigenvalues in [0, 1), so its root mean square over the n inputs is at
@@ -43,6 +47,7 @@ from ..linalg.operator import KernelOperator
 from ..params import Positive
 from ..validation import as_test_inputs, check_xy
 from .base import GPModel, MeanAndVariance, dtype_name, no_data
+from .copies import Copies, held_copies, keep_copies, noise_diagonal
 from .exact import ExactGP, gaussian_nll
 from .iterative_variance import LanczosVariance, PathwiseVariance, variance_cache
 
@@ -98,6 +103,7 @@ class IterativeExactGP(GPModel):
     variance_options : ``num_samples``, ``num_features`` (pathwise) or ``block_size``,
         ``steps`` (lanczos).
     seed : seeds the variance cache's draws.
+    copies : as :class:`ExactGP` (rows that are means of copies of one input).
     client : a dask.distributed Client: the products K V run on its workers
         (:class:`gpscale.distributed.ClusterOperator`); not saved with the model.
     """
@@ -113,6 +119,7 @@ class IterativeExactGP(GPModel):
         precond_tol: float = PRECOND_TOL, precond: str = "rpchol", block: int | None = None,
         block_dtype: str = "float32", variance: str = "auto",
         variance_options: dict[str, Any] | None = None, seed: int = 0, client: Any = None,
+        copies: Copies | None = None,
     ) -> None:
         super().__init__()
         if mean not in ("zero", "constant"):
@@ -144,6 +151,7 @@ class IterativeExactGP(GPModel):
                          device=X.device), requires_grad=(mean == "constant"))
         self.register_buffer("X", X)
         self.register_buffer("y", y)
+        keep_copies(self, copies)
         self.register_buffer("alpha", torch.zeros_like(y))
         #: the hyperparameters α and the cache were solved for (empty: never solved)
         self.register_buffer("solved_theta", torch.zeros(0, dtype=dtype, device=X.device))
@@ -162,6 +170,26 @@ class IterativeExactGP(GPModel):
     def n(self) -> int:
         return self.X.shape[0]
 
+    @property
+    def copies(self) -> Copies | None:
+        """The rows each row of X stands for (None: one each)."""
+        return held_copies(self)
+
+    @property
+    def observations(self) -> int:
+        """The rows of data the model stands for (n, or more with copies)."""
+        copies = self.copies
+        return self.n if copies is None else copies.rows
+
+    def noise_diagonal(self) -> torch.Tensor | float:
+        """σ² of each row (n,) with copies (σ²/c), else σ² (0-d), detached."""
+        return noise_diagonal(self.noise.detach(), self.copies)
+
+    def copy_scale(self) -> torch.Tensor | None:
+        """√c with copies (the preconditioner's S), else None."""
+        copies = self.copies
+        return None if copies is None else copies.counts.sqrt()
+
     @classmethod
     def from_exact(cls, exact: ExactGP, X=None, y=None, *, solve: bool = True,
                    noise_floor: float | None = None, **options: Any) -> IterativeExactGP:
@@ -173,6 +201,7 @@ class IterativeExactGP(GPModel):
         y = exact.y if y is None else y
         own = ExactGP.noise.floor_of(exact)
         floor = own if noise_floor is None else float(noise_floor)
+        options.setdefault("copies", exact.copies if y is exact.y else None)
         model = cls(copy.deepcopy(exact.kernel), X, y, noise=float(exact.noise.detach()),
                     mean=exact.mean_kind, dtype=exact.X.dtype, device=exact.X.device,
                     noise_floor=None if floor == ExactGP.noise.floor else floor,
@@ -197,12 +226,14 @@ class IterativeExactGP(GPModel):
         return "float64" if self.tol < FLOAT32_MIN_TOL else self.block_dtype
 
     def operator(self, block_dtype: str | None = None) -> KernelOperator:
-        """C = K + σ²I as a :class:`KernelOperator` at the current hyperparameters."""
+        """C = K + σ²I (σ² diag(1/c) with copies) as a :class:`KernelOperator` at the
+        current hyperparameters."""
         dt = _DTYPES[block_dtype or self.block_dtype]
+        noise = self.noise_diagonal()
         if self.client is not None:
-            return distributed.ClusterOperator(self.kernel, self.X, self.noise.detach(),
+            return distributed.ClusterOperator(self.kernel, self.X, noise,
                                                self.client, self.block, dt)
-        return KernelOperator(self.kernel, self.X, self.noise.detach(), self.block, dt)
+        return KernelOperator(self.kernel, self.X, noise, self.block, dt)
 
     @torch.no_grad()
     def solve(self, x0: torch.Tensor | None = None, warm: bool = True) -> dict[str, Any]:
@@ -214,7 +245,7 @@ class IterativeExactGP(GPModel):
         precond = self.preconditioner(op)
         t_pre = time.perf_counter() - t0
         r = self.y - self.mean_constant.detach()
-        probes = self.cache.probes(self.kernel, self.X, float(self.noise), self.seed)
+        probes = self.cache.probes(self.kernel, self.X, self.noise_diagonal(), self.seed)
         B = torch.cat([r[:, None], probes], 1)
         start = None
         if warm and self.solved_theta.numel():
@@ -249,30 +280,35 @@ class IterativeExactGP(GPModel):
         return self
 
     def preconditioner(self, op: KernelOperator):
-        """R ↦ P⁻¹R, P = L Lᵀ + σ²I by Woodbury, L from :meth:`precond_factor`; None
-        for "none" or rank 0."""
+        """R ↦ P⁻¹R, P = L Lᵀ + σ²I by Woodbury, L from :meth:`precond_factor` (with
+        copies: S⁻¹(L Lᵀ + σ²I)S⁻¹, S = diag(√c)); None for "none" or rank 0."""
         L = self.precond_factor(op)
         if L is None:
             return None
         work = None if self.precond == "pivchol" else _DTYPES[self.solve_dtype]
-        return low_rank_inverse(L, self.noise.detach(), work_dtype=work)
+        return low_rank_inverse(L, self.noise.detach(), work_dtype=work,
+                                scale=self.copy_scale())
 
     def precond_factor(self, op: KernelOperator) -> torch.Tensor | None:
         """L (n x r) of the preconditioner at the current hyperparameters, of rank at most
         ``precond_rank``: randomly pivoted Cholesky ("rpchol", Chen et al. 2023; kernel
         rows in blocks, GEMMs) grown until tr(K − LLᵀ) ≤ ``precond_tol`` · nσ², or
-        greedy pivoted Cholesky ("pivchol"); None for "none" or rank 0."""
+        greedy pivoted Cholesky ("pivchol"); None for "none" or rank 0. With copies, L
+        is a factor of S K S, S = diag(√c) (:meth:`preconditioner`)."""
         cap = PRECOND_BYTES // (self.n * self.X.element_size()) if self.precond_rank is None \
             else self.precond_rank
         rank = min(cap, self.n)
         self._rank_used = 0 if self.precond == "none" else rank
         if self.precond == "none" or rank == 0:
             return None
+        scale = self.copy_scale()
         if self.precond == "pivchol":
             L = pivoted_cholesky(self.kernel, self.X, rank)
+            L = L if scale is None else L * scale[:, None]
         else:
             L = rp_cholesky(self.kernel, self.X, rank, seed=self.seed, rows=op.rows,
-                            abs_tol=self.precond_tol * self.n * float(self.noise.detach()))
+                            abs_tol=self.precond_tol * self.n * float(self.noise.detach()),
+                            scale=scale)
         self._rank_used = L.shape[1]
         return L
 
@@ -313,8 +349,11 @@ class IterativeExactGP(GPModel):
                 f"IterativeExactGP has no NLML at n = {self.n} > {DENSE_OBJECTIVE_MAX} (no "
                 "stochastic log-determinant yet); fit hyperparameters on a subsample "
                 "with ExactGP and use IterativeExactGP.from_exact")
-        C = self.kernel(self.X) + torch.diag_embed(self.noise.expand(self.n))
-        return gaussian_nll(C, self.y - self.mean_constant)
+        copies = self.copies
+        noise = noise_diagonal(self.noise, copies) * self.X.new_ones(self.n)
+        value = gaussian_nll(self.kernel(self.X) + torch.diag_embed(noise),
+                             self.y - self.mean_constant)
+        return value if copies is None else value + copies.nlml_term(self.noise)
 
     # -- persistence ----------------------------------------------------------------
     def saved_state(self) -> dict[str, torch.Tensor]:
@@ -381,7 +420,8 @@ class IterativeExactGP(GPModel):
                     precond=config.get("precond", "rpchol"),
                     precond_tol=config.get("precond_tol", 4.0), block=config["block"],
                     block_dtype=config["block_dtype"], variance=config["variance"],
-                    variance_options=vopts, seed=config["seed"])
+                    variance_options=vopts, seed=config["seed"],
+                    copies=Copies.from_state(state))
         n, d = state["X"].shape
         model.cache = _CACHES[config["variance"]].empty(vopts, n, d, dtype)
         model.solve_info = {"iterations": config.get("cg_iterations"),

@@ -78,9 +78,10 @@ class PathwiseVariance:
         self.omega = self.weights = self.V = None
         self.dims: tuple[int, ...] | None = None
 
-    def probes(self, kernel: Any, X: torch.Tensor, noise: float,
+    def probes(self, kernel: Any, X: torch.Tensor, noise: float | torch.Tensor,
                seed: int | torch.Generator) -> torch.Tensor:
-        """Draw the S prior functions; returns the right-hand sides g_s(X) + ε_s (n, S)."""
+        """Draw the S prior functions; returns the right-hand sides g_s(X) + ε_s (n, S),
+        ε_s ~ N(0, diag(noise)) (``noise``: σ², or each row's (n,))."""
         spec = _spectral(kernel)
         if spec is None:
             raise ValueError("pathwise variances need a stationary kernel with a spectral "
@@ -99,7 +100,8 @@ class PathwiseVariance:
         eps = torch.randn(X.shape[0], self.S, generator=gen, dtype=torch.float64)
         self.omega = omega.to(X)
         self.weights = weights.to(X)
-        return self.prior(X).add_(eps.to(X), alpha=math.sqrt(noise))
+        noise = torch.as_tensor(noise).to(X)  # σ², or σ²/c of each row (n,) with copies
+        return self.prior(X).add_(eps.to(X) * noise.sqrt().reshape(-1, 1))
 
     def _active(self, X: torch.Tensor) -> torch.Tensor:
         if self.dims is None:
@@ -165,7 +167,7 @@ class LanczosVariance:
         self.p, self.s = int(block_size), int(steps)
         self.R = None
 
-    def probes(self, kernel: Any, X: torch.Tensor, noise: float,
+    def probes(self, kernel: Any, X: torch.Tensor, noise: float | torch.Tensor,
                seed: int | torch.Generator) -> torch.Tensor:
         """No right-hand sides for the CG: the cache is built by :meth:`finish`."""
         self._gen = as_generator(seed)

@@ -18,7 +18,10 @@ kernel contractions (:meth:`KernelOperator.contraction`: float32 tiles for an RB
     G = ½ (−ααᵀ + (1/t) Σ_i u_i w_iᵀ),  w_i = P⁻¹z_i,
 
 so no n × n matrix is formed. The noise's gradient is ½(−αᵀα + (1/t) Σ u_iᵀw_i), the
-constant mean's −Σα.
+constant mean's −Σα. Rows merged from copies (:mod:`gpscale.models.copies`) have
+C = K + σ² diag(1/c), so the noise's gradient weighs each row by 1/c and adds the
+derivative of the copies' own term, ((n − g)/σ² − S/σ⁴)/2; the probes come from
+P = S⁻¹(L Lᵀ + σ²I)S⁻¹, S = diag(√c), as the CG's preconditioner.
 
 The steps (:func:`refine_on_rows`) are L-BFGS's with a line search on the gradient
 alone, started from the hyperparameters of an exact fit on a row sample. The
@@ -59,7 +62,8 @@ REFRESH_AFTER, REFRESH_SLACK = 3, 10
 
 class ProbeDraws:
     """Fixed standard normal draws (e, e') that make probes z = L e + σ e' ~ N(0, P)
-    for P = L Lᵀ + σ²I at any σ² (common random numbers across steps)."""
+    for P = L Lᵀ + σ²I at any σ² (common random numbers across steps); with ``scale``
+    S, z = S⁻¹(L e + σ e') ~ N(0, S⁻¹(L Lᵀ + σ²I)S⁻¹)."""
 
     def __init__(self, n: int, rank: int, t: int, seed: int, dtype: torch.dtype,
                  device: torch.device) -> None:
@@ -73,9 +77,11 @@ class ProbeDraws:
     def t(self) -> int:
         return self.diag.shape[1]
 
-    def probes(self, L: torch.Tensor | None, noise: float) -> torch.Tensor:
+    def probes(self, L: torch.Tensor | None, noise: float,
+               scale: torch.Tensor | None = None) -> torch.Tensor:
         Z = self.diag * math.sqrt(noise)
-        return Z if L is None else Z.addmm_(L, self.low)
+        Z = Z if L is None else Z.addmm_(L, self.low)
+        return Z if scale is None else Z.div_(scale[:, None].to(Z))
 
 
 def mll_gradient(model: Any, L: torch.Tensor | None, draws: ProbeDraws,
@@ -91,12 +97,13 @@ def mll_gradient(model: Any, L: torch.Tensor | None, draws: ProbeDraws,
     CG iterations and residual, the data-fit term ½ rᵀα, seconds)."""
     t0 = time.perf_counter()
     noise = model.noise.detach()
+    copies, scale = model.copies, model.copy_scale()
     with torch.no_grad():
         op = model.operator(model.solve_dtype)
         precond = None if L is None else low_rank_inverse(
-            L, noise, work_dtype=op.block_dtype, gram=gram)
-        Z = draws.probes(L, float(noise))
-        W = Z / noise if precond is None else precond(Z)
+            L, noise, work_dtype=op.block_dtype, gram=gram, scale=scale)
+        Z = draws.probes(L, float(noise), scale)
+        W = Z / op.noise_column() if precond is None else precond(Z)
         r = model.y - model.mean_constant.detach()
         B = torch.cat([r[:, None], Z], 1)
         sol, info = cg(op.matmul, B, precond, start, model.tol, model.max_iter)
@@ -108,7 +115,12 @@ def mll_gradient(model: Any, L: torch.Tensor | None, draws: ProbeDraws,
     params = [p for p in model.kernel.parameters() if p.requires_grad]
     grads = dict(zip(params, op.contraction(left, right)))
     with torch.no_grad():
-        g_noise = 0.5 * (-(alpha @ alpha) + (U * W).sum() / t)
+        if copies is None:
+            g_noise = 0.5 * (-(alpha @ alpha) + (U * W).sum() / t)
+        else:  # ∂C/∂σ² = diag(1/c), and the copies' term (n − g)/2 log σ² + S/(2σ²)
+            w = 1.0 / copies.counts
+            g_noise = 0.5 * (-(alpha * w) @ alpha + (U * W * w[:, None]).sum() / t
+                             + copies.extra / noise - copies.spread.sum() / noise**2)
         grads[model.raw_noise] = type(model).noise.raw_grad(model, g_noise)
         if model.mean_constant.requires_grad:
             grads[model.mean_constant] = -alpha.sum().reshape(model.mean_constant.shape)

@@ -85,8 +85,8 @@ def fit_lbfgs(
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("the model has no trainable parameters")
-    if n_points is None:
-        n = getattr(model, "n", None)
+    if n_points is None:  # rows of data (an exact GP's merged copies count each)
+        n = getattr(model, "observations", getattr(model, "n", None))
         n_points = n if isinstance(n, int) and n > 0 else 1
     stop_below = None if tol is None else tol * n_points
     gen = as_generator(seed)
