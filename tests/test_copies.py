@@ -203,3 +203,17 @@ def test_copies_are_checked():
         ExactGP(_kernel(), Xm, ym, copies=Copies(copies.counts[:-1], copies.spread[:-1]))
     with pytest.raises(ValueError, match=">= 1"):
         ExactGP(_kernel(), Xm, ym, copies=Copies(copies.counts * 0, copies.spread))
+
+
+def test_auto_counts_distinct_inputs():
+    """auto's exact-GP estimates count the distinct inputs of arrays in memory: 30 000
+    rows at 600 inputs are a small exact GP, the same rows all distinct are not."""
+    g = np.random.default_rng(0)
+    base = g.random((600, 3))
+    X = base[g.integers(0, 600, 30_000)]
+    y = np.sin(X.sum(1)) + 0.1 * g.standard_normal(30_000)
+    choice = gpscale.api.choose(X, y)
+    assert choice.method == "exact" and "600 distinct inputs" in choice.reason
+    spread = X + 1e-3 * g.random(X.shape)
+    assert "distinct" not in gpscale.api.choose(spread, y).reason
+    assert gpscale.api.choose(spread, y).reason != choice.reason

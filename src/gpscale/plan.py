@@ -79,7 +79,9 @@ def make_plan(data: Source | TrainingData | None, method: str, kernel: Kernel | 
     if method == AUTO:
         if data is None or kernel is None:
             raise ValueError("method='auto' needs the data and the kernel to plan")
-        choice = choose_method(data.num_rows(), data.num_features, kernel, budget)
+        distinct = getattr(data, "distinct_inputs", lambda: None)()
+        choice = choose_method(data.num_rows(), data.num_features, kernel, budget,
+                               distinct=distinct)
         picked = METHODS[choice.method]
     else:
         if budget is not None:

@@ -44,6 +44,24 @@ class TrainingData:
     def num_rows(self) -> int:
         return self.source.num_rows() if self.pair is None else len(self.pair[0])
 
+    def distinct_inputs(self) -> int | None:
+        """How many distinct input rows the arrays in memory hold: the rows the exact GP
+        keeps once it merges copies of one input (:mod:`gpscale.models.copies`). None
+        for a source (counting would cost a pass) and inputs that are not numbers."""
+        if self.pair is None:
+            return None
+        X = self.pair[0]
+        if isinstance(X, torch.Tensor):
+            X = X.detach().cpu()
+        try:
+            X = np.asarray(X, dtype=np.float64)
+        except (TypeError, ValueError):
+            return None
+        X = X[:, None] if X.ndim == 1 else X
+        if X.ndim != 2 or not len(X):
+            return None
+        return int(len(np.unique(X, axis=0)))
+
     @property
     def has_target(self) -> bool:
         return self.pair is not None or self.source.has_target

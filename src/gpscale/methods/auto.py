@@ -36,6 +36,10 @@ The rule, in order (the constants below are where its thresholds live):
 5. for other kernels (counts, molecules, sequences, periodic or compound kernels):
    **cholqr-vfe**, a sparse GP on m training points chosen by swaps, which needs only
    kernel evaluations; m is :data:`CHOLQR_M` (fewer when n is small).
+
+The exact GP's estimates (1 and 2) count distinct inputs where they are known (arrays in
+memory): the exact GP merges rows that repeat an input (:mod:`gpscale.models.copies`),
+so keggundirected's 57 248 training rows cost what its 17 053 distinct inputs cost.
 """
 
 from __future__ import annotations
@@ -115,23 +119,27 @@ def rff_seconds(n: int, num_features: int = DEFAULT_FEATURES) -> float:
 
 
 def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
-                  dtype: torch.dtype = torch.float64) -> Choice:
+                  dtype: torch.dtype = torch.float64, distinct: int | None = None) -> Choice:
     """The method (and size options) for n rows of d inputs with ``kernel`` and a time
-    budget in seconds (None: no budget)."""
+    budget in seconds (None: no budget). ``distinct``: how many distinct input rows
+    there are, when known; the exact GP merges copies of an input
+    (:mod:`gpscale.models.copies`), so its estimates count those, not n."""
     if budget is not None and not (isinstance(budget, (int, float)) and budget > 0
                                    and math.isfinite(budget)):
         raise ValueError(f"budget must be a positive number of seconds, got {budget!r}")
     limit = EXACT_SECONDS if budget is None else float(budget)
-    seconds, memory = exact_seconds(n), exact_bytes(n, d, dtype)
+    g = n if distinct is None else min(int(distinct), n)  # the rows the exact GP holds
+    size = f"n={n}" + (f" at {g} distinct inputs" if g < n else "")
+    seconds, memory = exact_seconds(g), exact_bytes(g, d, dtype)
     avail = available_memory()
     fits = avail is None or memory <= 0.5 * avail
     if seconds <= limit and fits:
-        return Choice("exact", {}, f"n={n}: the exact GP's fit is estimated at "
+        return Choice("exact", {}, f"{size}: the exact GP's fit is estimated at "
                       f"{_seconds(seconds)}, within "
                       f"{'the budget' if budget else 'a minute'} ({_seconds(limit)})")
-    why_not_exact = (f"n={n}: the exact GP would need about {_seconds(seconds)}"
+    why_not_exact = (f"{size}: the exact GP would need about {_seconds(seconds)}"
                      + ("" if fits else f" and {memory / 2**30:.3g} GiB"))
-    iterative = _iterative_choice(n, d, kernel, budget, dtype, why_not_exact)
+    iterative = _iterative_choice(g, d, kernel, budget, dtype, why_not_exact)
     if iterative is not None:
         return iterative
     if kernel.spectral_density() is None:  # the kernel says whether it has one
