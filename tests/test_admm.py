@@ -568,6 +568,21 @@ def test_tangent_coupling_reaches_a_cv_stationary_point_in_few_iterations():
     assert not res.converged and g2 > 100 * g1 and f2 > f1
 
 
+def test_tangent_preset_stops_at_the_first_iteration_that_moves_theta_less_than_eps():
+    """TANGENT keeps Alg. 1's one-iteration test (window = 1; the library's default
+    window of 10 is for the paper's pinned θ-step): a tangent run stops at the first
+    iteration with ‖Δθ‖ < ε, typically a θ-step that accepted no step."""
+    from gpscale.train.admm import TANGENT
+
+    assert TANGENT["window"] == 1 and make_options().window == 10
+    ds = synthetic_admm("se", 200, seed=2, noise=0.1)
+    model = ExactGP(make_kernel("rbf", 1), ds.X, ds.y, noise=0.3)
+    res = fit_admm_hocv(model, seed=0, max_iter=50, **TANGENT)
+    steps = res.history[1:]
+    assert res.converged and steps[-1]["dtheta"] < TANGENT["eps"]
+    assert all(h["dtheta"] >= TANGENT["eps"] for h in steps[:-1])
+
+
 def test_the_admm_package_is_used_through_its_one_entry():
     """The library, the benchmarks and the tests import GPCV-ADMM from gpscale.train.admm
     (the package's __init__), never from its modules; cg_predict is the same function
