@@ -132,7 +132,7 @@ def _one(method: str, options: dict, Xtr, ytr, Xte, yte, my: float, sy: float) -
     var = np.maximum(std**2, 1e-12)
     last = pred.result.history[-1] if pred.result.history else {}
     refined = [h for h in pred.result.history if h.get("phase") == "refine"]
-    n, d = Xtr.shape
+    n, d = len(np.unique(Xtr, axis=0)), Xtr.shape[1]  # the exact GP merges copies
     return {"rmse": float(np.sqrt(np.mean(r * r))),
             "nlpd": float(np.mean(0.5 * np.log(2 * np.pi * var) + 0.5 * r * r / var)),
             "coverage95": float(np.mean(np.abs(r) <= 1.959964 * std)),
