@@ -26,8 +26,8 @@ import torch
 
 from ..params import LOG_2PI
 
-__all__ = ["Copies", "merge_copies", "noise_diagonal", "keep_copies", "held_copies",
-           "rows_variance"]
+__all__ = ["Copies", "MergedRows", "merge_copies", "noise_diagonal", "keep_copies",
+           "held_copies", "rows_variance"]
 
 
 @dataclass
@@ -121,3 +121,19 @@ def rows_variance(y: torch.Tensor, copies: Copies | None) -> float:
         return 0.0
     mu = (c * y).sum() / rows
     return float(((c * (y - mu).square()).sum() + copies.spread.to(y).sum()) / (rows - 1))
+
+
+class MergedRows:
+    """For a model whose rows may be merged copies (:func:`keep_copies`): what it
+    holds of them, and how many rows of data it stands for."""
+
+    @property
+    def copies(self) -> Copies | None:
+        """The rows each row of X stands for (None: one each)."""
+        return held_copies(self)
+
+    @property
+    def observations(self) -> int:
+        """The rows of data the model stands for (n, or more with copies)."""
+        copies = self.copies
+        return self.X.shape[0] if copies is None else copies.rows

@@ -31,7 +31,7 @@ from ..linalg.cholesky import JitterLadder, inverse_from_cholesky
 from ..params import LOG_2PI, Positive
 from ..validation import as_test_inputs, check_xy
 from .base import GPModel, MeanAndVariance, dtype_name, no_data
-from .copies import Copies, held_copies, keep_copies, noise_diagonal
+from .copies import Copies, MergedRows, keep_copies, noise_diagonal
 
 
 class _GaussianNLL(torch.autograd.Function):
@@ -97,7 +97,7 @@ class _ExactNLML(torch.autograd.Function):
         return (None, grad_r, grad_noise, *param_grads)
 
 
-class ExactGP(GPModel):
+class ExactGP(MergedRows, GPModel):
     """Exact GP: y = f(X) + ε, f ~ GP(m, k), ε ~ N(0, σ²).
 
     Parameters
@@ -152,19 +152,8 @@ class ExactGP(GPModel):
     def n(self) -> int:
         return self.X.shape[0]
 
-    @property
-    def copies(self) -> Copies | None:
-        """The rows each row of X stands for (None: one each)."""
-        return held_copies(self)
-
-    @property
-    def observations(self) -> int:
-        """The rows of data the model stands for (n, or more with copies)."""
-        copies = self.copies
-        return self.n if copies is None else copies.rows
-
     def covariance(self) -> torch.Tensor:
-        """C = K(X, X) + σ²I."""
+        """C = K(X, X) + σ²I (σ² diag(1/c) with copies)."""
         K = self.kernel(self.X)
         return K + torch.diag_embed(noise_diagonal(self.noise, self.copies) * K.new_ones(self.n))
 

@@ -47,7 +47,7 @@ from ..linalg.operator import KernelOperator
 from ..params import Positive
 from ..validation import as_test_inputs, check_xy
 from .base import GPModel, MeanAndVariance, dtype_name, no_data
-from .copies import Copies, held_copies, keep_copies, noise_diagonal
+from .copies import Copies, MergedRows, keep_copies, noise_diagonal
 from .exact import ExactGP, gaussian_nll
 from .iterative_variance import LanczosVariance, PathwiseVariance, variance_cache
 
@@ -74,7 +74,7 @@ _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _PRECONDITIONERS = ("rpchol", "pivchol", "none")
 
 
-class IterativeExactGP(GPModel):
+class IterativeExactGP(MergedRows, GPModel):
     """Exact GP with α = C⁻¹(y − m) by preconditioned CG (see the module docstring).
 
     Parameters
@@ -169,17 +169,6 @@ class IterativeExactGP(GPModel):
     @property
     def n(self) -> int:
         return self.X.shape[0]
-
-    @property
-    def copies(self) -> Copies | None:
-        """The rows each row of X stands for (None: one each)."""
-        return held_copies(self)
-
-    @property
-    def observations(self) -> int:
-        """The rows of data the model stands for (n, or more with copies)."""
-        copies = self.copies
-        return self.n if copies is None else copies.rows
 
     def noise_diagonal(self) -> torch.Tensor | float:
         """σ² of each row (n,) with copies (σ²/c), else σ² (0-d), detached."""
@@ -384,9 +373,13 @@ class IterativeExactGP(GPModel):
         return self
 
     def state_bytes(self) -> dict[str, int]:
-        """Bytes held for prediction: the rows (X, y), α, and the variance cache."""
+        """Bytes held for prediction: the rows (X, y, their copies), α, and the variance
+        cache."""
         size = lambda t: int(t.numel() * t.element_size())  # noqa: E731
-        return {"rows": size(self.X) + size(self.y), "weights": size(self.alpha),
+        copies = self.copies
+        rows = size(self.X) + size(self.y) + (
+            0 if copies is None else size(copies.counts) + size(copies.spread))
+        return {"rows": rows, "weights": size(self.alpha),
                 "variance_cache": sum(size(t) for t in self.cache.state().values())}
 
     def to_config(self) -> dict[str, Any]:
