@@ -143,24 +143,100 @@ def project_B(B: torch.Tensor, radius: float = 1.0) -> torch.Tensor:
 
 # -- SCGD (§3.2) and BSGD (§4.2) ----------------------------------------------------------
 def scgd_batch(phi: torch.Tensor, y: torch.Tensor, n: int, w: torch.Tensor,
-               noise: torch.Tensor, F_tilde: torch.Tensor, return_estimate: bool = False):
+               noise: torch.Tensor, F_tilde: torch.Tensor | TrackedF,
+               return_estimate: bool = False):
     """(n/|S|) Σ_{i∈S} [g_i(θ) + ⟨F̃⁻¹, F_i(θ)⟩] (§3.2) with F̃ held fixed: its gradient is
     the SCGD direction; with F̃ = F(θ) it is unbiased for ∇l(θ) (exact for S = all rows).
-    ⟨F̃⁻¹, Σ_S F_i⟩ = ‖L⁻¹Φ_Sᵀ‖² + (|S|/n) σ² ‖L⁻¹‖², F̃ = LLᵀ (triangular solves).
+    ⟨F̃⁻¹, Σ_S F_i⟩ = tr(Φ_S F̃⁻¹ Φ_Sᵀ) + (|S|/n) σ² tr F̃⁻¹: triangular solves with the
+    Cholesky factor of a d x d F̃, or through :class:`TrackedF`'s low-rank form.
     ``return_estimate``: also return (n/|S|) Σ_S g_i + log|F̃| (no gradient), the
     batch's estimate of l(θ)."""
     s = phi.shape[0]
-    L = robust_cholesky(F_tilde.detach())
-    V = torch.linalg.solve_triangular(L, phi.mT, upper=False)
-    eye = torch.eye(L.shape[0], dtype=L.dtype, device=L.device)
-    tr_inv = torch.linalg.solve_triangular(L, eye, upper=False).square().sum()
-    inner = V.square().sum() + (s / n) * noise * tr_inv
+    quad, tr_inv, logdet_F = F_tilde.terms(phi) if isinstance(F_tilde, TrackedF) \
+        else _dense_terms(phi, F_tilde)
+    inner = quad + (s / n) * noise * tr_inv
     g_sum = g_terms(phi, y, w, noise, n).sum()
     loss = (n / s) * (g_sum + inner)
     if not return_estimate:
         return loss
-    est = (n / s) * g_sum.detach() + 2.0 * torch.log(torch.diagonal(L)).sum()
-    return loss, est
+    return loss, (n / s) * g_sum.detach() + logdet_F.detach()
+
+
+class TrackedF:
+    """SCGD's tracker of F(θ) with a fixed rate b (§3.2; the paper's b = 0.9),
+
+        F̃_t = (1 − b) F̃_{t−1} + b F̂_t,   F̂_t = (n/|S_t|) Φ_tᵀΦ_t + σ_t² I,
+
+    held so that a step costs O(r² d) instead of the O(d³) of a d x d Cholesky: unrolled,
+    F̃_t = w₀ F̃_0 + a I + Σ_k c_k Φ_kᵀΦ_k with w₀ = (1 − b)^t, a = Σ_k b(1 − b)^{t−k} σ_k²
+    and c_k = b(1 − b)^{t−k} n/|S_k|. A batch (and F̃_0) is dropped once its weight is
+    below ``drop`` times a new batch's (b = 0.9, drop = 1e-13: after 13 steps), so
+    F̃ = a I + UᵀCU with U the r = 13|S| kept rows; F̃⁻¹ by Woodbury through the r x r
+    M = aI + C^½UUᵀC^½ (UUᵀ kept up to date block by block: |S| r d per step) and
+    log|F̃| = (d − r) log a + log|M| (the determinant lemma). While F̃_0 still weighs
+    (the first steps), or when r ≥ d, the terms come from F̃ itself, densely."""
+
+    def __init__(self, F0: torch.Tensor, b: float, drop: float = 1e-13) -> None:
+        if not 0 < b <= 1:
+            raise ValueError(f"b must lie in (0, 1], got {b!r}")
+        self.b, self.drop = float(b), float(drop)
+        self.F0, self.w0, self.a = F0.detach(), 1.0, 0.0
+        d = F0.shape[0]
+        self.U = F0.new_zeros(0, d)
+        self.G = F0.new_zeros(0, 0)
+        self.c = F0.new_zeros(0)
+
+    def update(self, phi: torch.Tensor, noise: torch.Tensor | float, n: int) -> None:
+        """F̃ ← (1 − b) F̃ + b F̂ for the batch features ``phi`` (no gradient)."""
+        phi = phi.detach()
+        s, b = phi.shape[0], self.b
+        new = b * n / s
+        self.w0 *= 1.0 - b
+        if self.F0 is not None and self.w0 < self.drop:
+            self.F0 = None
+        self.a = (1.0 - b) * self.a + b * float(noise)
+        c = self.c * (1.0 - b)
+        keep = c >= self.drop * new
+        U, G = self.U[keep], self.G[keep][:, keep]
+        cross = phi @ U.mT
+        self.G = torch.cat([torch.cat([G, cross.mT], 1),
+                            torch.cat([cross, phi @ phi.mT], 1)], 0)
+        self.U = torch.cat([U, phi], 0)
+        self.c = torch.cat([c[keep], c.new_full((s,), new)])
+
+    def matrix(self) -> torch.Tensor:
+        """F̃ as a d x d matrix."""
+        F = (self.U.mT * self.c) @ self.U
+        F.diagonal().add_(self.a)
+        return F if self.F0 is None else F.add_(self.F0, alpha=self.w0)
+
+    def terms(self, phi: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """(tr(Φ F̃⁻¹ Φᵀ), tr F̃⁻¹, log|F̃|): the first differentiable in ``phi``."""
+        d, r = self.U.shape[1], self.U.shape[0]
+        if self.F0 is not None or r >= d or self.a <= 0:
+            return _dense_terms(phi, self.matrix())
+        root = self.c.sqrt()
+        M = root[:, None] * self.G * root
+        M.diagonal().add_(self.a)
+        R = robust_cholesky(M)
+        Z = torch.linalg.solve_triangular(R, root[:, None] * (self.U @ phi.mT), upper=False)
+        quad = (phi.square().sum() - Z.square().sum()) / self.a
+        eye = torch.eye(r, dtype=R.dtype, device=R.device)
+        tr_M_inv = torch.linalg.solve_triangular(R, eye, upper=False).square().sum()
+        tr_inv = (d - r) / self.a + tr_M_inv
+        logdet = (d - r) * torch.log(R.new_tensor(self.a)) \
+            + 2.0 * torch.log(torch.diagonal(R)).sum()
+        return quad, tr_inv, logdet
+
+
+def _dense_terms(phi: torch.Tensor, F: torch.Tensor
+                 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """:meth:`TrackedF.terms` from F̃ itself (triangular solves with its Cholesky)."""
+    L = robust_cholesky(F.detach())
+    V = torch.linalg.solve_triangular(L, phi.mT, upper=False)
+    eye = torch.eye(L.shape[0], dtype=L.dtype, device=L.device)
+    tr_inv = torch.linalg.solve_triangular(L, eye, upper=False).square().sum()
+    return V.square().sum(), tr_inv, 2.0 * torch.log(torch.diagonal(L)).sum()
 
 
 def bsgd_batch(phi: torch.Tensor, y: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
