@@ -99,7 +99,10 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
               refine: int | str = "auto", probes: int = PROBES,
               client: Any = None) -> tuple[ExactGP | IterativeExactGP, FitResult]:
     """Exact GP by L-BFGS (:func:`gpscale.train.fit_lbfgs`); ``noise`` is the initial
-    noise variance in the units of y given (standardised ones by default).
+    noise variance in the units of y given (standardised ones by default). Rows that
+    repeat an input are merged first (:func:`gpscale.models.copies.merge_copies`: the
+    same NLML and posterior, at the cost of the distinct inputs); the solver and the
+    cost model count those.
 
     ``solver``: ``"cholesky"`` factorises C = K + σ²I at every step (O(n³)); ``"cg"``
     learns θ on a uniform sample of ``subsample`` rows (default: as many as the cost
