@@ -274,9 +274,7 @@ class IterativeExactGP(MergedRows, GPModel):
         L = self.precond_factor(op)
         if L is None:
             return None
-        work = None if self.precond == "pivchol" else _DTYPES[self.solve_dtype]
-        return low_rank_inverse(L, self.noise.detach(), work_dtype=work,
-                                scale=self.copy_scale())
+        return low_rank_inverse(L, self.noise.detach(), scale=self.copy_scale())
 
     def precond_factor(self, op: KernelOperator) -> torch.Tensor | None:
         """L (n x r) of the preconditioner at the current hyperparameters, of rank at most
