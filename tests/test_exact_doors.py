@@ -74,8 +74,9 @@ def test_auto_solver_goes_iterative_past_the_size_guard(monkeypatch):
     below = gpscale.fit(X, y, method="exact", seed=0, max_iter=10)
     assert isinstance(below.model, ExactGP)
     monkeypatch.setattr(exact_method, "GUARD_MIN_N", 100)
-    monkeypatch.setattr(exact_method, "MAX_FIT_SECONDS", 1e-6)
-    monkeypatch.setattr(exact_method, "SUBSAMPLE_SECONDS", 250 ** 3 * 40 * 8e-11)
+    monkeypatch.setattr(exact_method, "iterative_seconds", lambda n, d, rbf=True: 1e-6)
+    monkeypatch.setattr(exact_method, "SUBSAMPLE_SECONDS",
+                        250 ** 3 * exact_method.EXACT_EVALS * exact_method.EXACT_N3_SECONDS)
     assert exact_method.too_large(400, 3) and exact_method.sample_size(400) == 200
     above = gpscale.fit(X, y, method="exact", seed=0, max_iter=10)
     assert isinstance(above.model, IterativeExactGP) and above.model.n == 400

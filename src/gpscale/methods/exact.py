@@ -36,29 +36,38 @@ from .registry import register
 SCALABLE_METHODS = ("sgpr", "rff", "grief-ii", "svgp", "cholqr-vfe", "minimax", "admm-hocv")
 #: the size guard warns when one fit is estimated to take longer than this (seconds)
 MAX_FIT_SECONDS = 600.0
-#: below this n the guard estimates nothing (the cost model puts such a fit under four
-#: minutes and 0.4 GB)
+#: below this n the guard estimates nothing, and ``solver="auto"`` keeps the Cholesky
+#: path (the cost model puts such a fit under 90 s and 0.4 GB)
 GUARD_MIN_N = 4000
 #: default noise floor of ``fit_exact``, relative to the variance of y (GPyTorch's and
 #: BoTorch's 1e-4 on standardised y)
 NOISE_FLOOR = 1e-4
 #: the cost model of an exact fit (:func:`exact_cost`): seconds per n³ of one NLML +
-#: gradient evaluation, and evaluations per fit. From the 2000-row ``gpscale`` fits in
-#: benchmarks/results/uci-exact.jsonl (one thread) as first committed (b819325): 7.8e-11
-#: to 8.8e-11 s per n³, 13 to 47 evaluations. The rerun now in that file (c68a8bd, with
-#: the √d start) gives 5.3e-11 to 9.5e-11 s per n³ and 21 to 97 evaluations (median 30):
-#: the model's 26 s for 2000 rows lies within the measured 13 to 46 s. Fixed, not timed
-#: at run time, so that the same call gets the same answer on any machine and load
-EXACT_N3_SECONDS, EXACT_EVALS = 8e-11, 40
+#: gradient evaluation in a fit, and evaluations per fit, one thread. Measured
+#: (2026-11-26, one thread on a quiet core): autograd through one Cholesky takes
+#: 2.2e-11 to 2.7e-11 s per n³ at n = 2000 to 6000 (d = 8 and 32, the fastest of three);
+#: in a fit, with the line search and L-BFGS's own work, the 4000-row sample fits of
+#: the iterative path took 2.5 s per evaluation on pumadyn32nm (39 evaluations, 96 s:
+#: 3.8e-11) and 56 to 82 s in all on elevators. Evaluations per fit: 21 to 97 (median 30)
+#: on the 2000-row fits of benchmarks/results/uci-exact.jsonl, 39 on that sample, 72 for
+#: every row of pumadyn32nm fold 0. (Until 2026-11-26: 8e-11, from fits before the
+#: gradient's C⁻¹ moved to ``cholesky_inverse``.) Fixed, not timed at run time, so that
+#: the same call gets the same answer on any machine and load
+EXACT_N3_SECONDS, EXACT_EVALS = 3.5e-11, 40
 
 
-#: the iterative path's cost model (:func:`iterative_seconds`), one thread: products per
-#: solve (34-39 measured on kin40k's 36 000 rows, benchmarks/results/exact-large; the
-#: issue's target is at most 60), the float32 rate of the tiled product (kin40k fold 2:
-#: 297 s of CG for 39 products of 1.3e9 kernel entries x 150 flops, 26 GFLOP/s) and the
-#: float64 rate of randomly pivoted Cholesky's n r² work (the same fit: 63 s at
-#: n = 36 000, r = 3 712, 7.8 GFLOP/s)
-CG_PRODUCTS, PRODUCT_FLOPS, PRECOND_FLOPS = 40, 2e10, 8e9
+#: the iterative path's cost model (:func:`iterative_seconds`), one thread: products in
+#: the posterior's solve (with the preconditioner applied in float64, 5 to 20 measured on
+#: elevators, keggundirected and kin40k at the sample's θ; the issue's target is at most
+#: 60), the rate of the tiled product in the formula of :func:`product_seconds` (it
+#: predicts the refinement's evaluations: 6.2 s against 5.8 s measured on pumadyn32nm,
+#: 47 s against 51 s on kin40k's 25 600 rows; the posterior's solve, with 65 right-hand
+#: sides, runs about twice as fast as the formula says) and the float64 rate of randomly
+#: pivoted Cholesky's n r² work (kin40k fold 0: 53 s at n = 36 000, r = 5 592, and 76 s
+#: at n = 25 600, r = 7 864: 2.1e10 flop/s). The preconditioner is costed at the rank its
+#: memory cap allows: an upper bound, since its trace stop ends it at rank 256 to 640
+#: where the noise is large (elevators, keggundirected, pumadyn32nm: about a second)
+CG_PRODUCTS, PRODUCT_FLOPS, PRECOND_FLOPS = 20, 2e10, 2e10
 #: ``refine="auto"`` (:func:`refine_evaluations`): gradient evaluations on every row
 #: within REFINE_SECONDS by the cost model, at most REFINE_MAX, none below REFINE_MIN;
 #: per evaluation REFINE_CG CG iterations (warm-started from the previous evaluation:
@@ -80,7 +89,7 @@ SOLVERS = ("auto", "cholesky", "cg")
 #: estimated Cholesky fit (:func:`exact_seconds`) takes at most this long: 4000 rows, the
 #: sample of issue 30's measurement (kin40k fold 0: RMSE 0.073 on all 36 000 rows with
 #: θ from 4000 of them, against 0.163 for the exact GP on the 4000 alone)
-SUBSAMPLE_SECONDS = 210.0
+SUBSAMPLE_SECONDS = 90.0
 
 
 @register("exact", "exact GP, ML-II (or MAP-II with prior=) by L-BFGS: the reference; "
@@ -406,12 +415,17 @@ def fit_seconds(n: int, d: int, solver: str = "auto") -> float:
 
 
 def too_large(n: int, d: int, dtype: torch.dtype = torch.float64) -> bool:
-    """Whether a Cholesky fit on n rows would not fit in memory or would take longer
-    than :data:`MAX_FIT_SECONDS` by the cost model (what ``solver="auto"`` asks)."""
+    """Whether ``solver="auto"`` leaves the Cholesky path: from :data:`GUARD_MIN_N` rows
+    on, when its n x n matrices would not fit in memory or when the cost model puts the
+    iterative path (:func:`iterative_seconds`) ahead of it (:func:`exact_seconds`; about
+    4 800 rows with d = 8: on pumadyn32nm's 7 373 rows the iterative fit took 263 s, the
+    Cholesky ML-II fit on every row 72 evaluations, some 650 to 1 500 s). The Cholesky
+    fit reaches the optimum on every row, where the iterative one refines a sample's θ
+    by a few stochastic steps; ``solver="cholesky"`` asks for it at any size."""
     if n < GUARD_MIN_N:
         return False
     est, avail = exact_cost(n, d, dtype), available_memory()
-    return est["seconds"] > MAX_FIT_SECONDS or (
+    return est["seconds"] > iterative_seconds(n, d) or (
         avail is not None and est["memory_bytes"] > 0.8 * avail)
 
 
