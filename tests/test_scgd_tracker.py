@@ -3,7 +3,7 @@ recursion F̃ ← (1 − b)F̃ + b F̂ and the dense Cholesky terms, at small d 
 
 import pytest
 import torch
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as hst
 
 from gpscale.train import weight_space
@@ -28,6 +28,7 @@ def _run(d, s, steps, b, seed, n=500):
 @settings(max_examples=25, deadline=None)
 @given(d=hst.integers(2, 60), s=hst.integers(1, 6), steps=hst.integers(1, 40),
        b=hst.sampled_from([0.5, 0.9, 1.0]), seed=hst.integers(0, 10**6))
+@example(d=33, s=1, steps=34, b=0.9, seed=1)
 def test_tracker_follows_the_dense_recursion(d, s, steps, b, seed):
     """The held form equals the dense recursion (to the dropped weights, < 1e-13 of a
     new batch's), and its terms equal those of the dense F̃ to tight tolerance, in the
@@ -41,8 +42,11 @@ def test_tracker_follows_the_dense_recursion(d, s, steps, b, seed):
         torch.testing.assert_close(a, w, rtol=1e-8, atol=1e-10)
     ga = torch.autograd.grad(got[0], phi)[0]
     gw = torch.autograd.grad(_dense_terms(phi, dense)[0], phi)[0]
-    # F̃ can be ill-conditioned (a ~ σ² against n/|S| ‖φ‖²): compare on gw's own scale
-    torch.testing.assert_close(ga, gw, rtol=1e-8, atol=1e-9 * float(gw.abs().max()))
+    # F̃ can be ill-conditioned (a ~ σ² against n/|S| ‖φ‖²): compare on gw's own scale.
+    # The dropped weights (1e-13 of a new batch's n/|S| ‖φ‖² ~ 1e5) move F̃ by ~1e-8 of σ²
+    # in directions no kept batch spans; hypothesis found d = 33, |S| = 1, 34 steps,
+    # b = 0.9 at 1.4e-9 of gw's largest entry
+    torch.testing.assert_close(ga, gw, rtol=1e-8, atol=1e-8 * float(gw.abs().max()))
 
 
 def test_tracker_reaches_its_low_rank_form():
