@@ -15,7 +15,7 @@ The rule, in order (the constants below are where its thresholds live):
    budget (default :data:`ITERATIVE_SECONDS`). Where sgpr's m = 512 inducing inputs are
    few against n the exact GP is the more accurate (kin40k's 36 000 rows: half sgpr's
    test RMSE); between the Cholesky limit and the exact GP's switch to its iterative
-   path (about 3 500 to 4 800 rows) sgpr's m is a large share of n and sgpr is kept
+   path (about 3 500 to 5 300 rows) sgpr's m is a large share of n and sgpr is kept
    (benchmarks/results/exact-large/).
 3. otherwise, for a kernel with a spectral density (``rbf``, ``matern``, their ARD
    forms), **sgpr** (m free inducing inputs, the VFE bound by L-BFGS) when its m × n

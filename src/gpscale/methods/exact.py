@@ -73,8 +73,12 @@ CG_PRODUCTS, PRODUCT_FLOPS, PRECOND_FLOPS = 20, 2e10, 2e10
 #: per evaluation REFINE_CG CG iterations (warm-started from the previous evaluation:
 #: 4-41 measured on pumadyn32nm) and the contraction pass at CONTRACTION_FLOPS (RBF in
 #: float32 tiles, other kernels by float64 vjp slabs: 18-23 and 2.5-3.5 GFLOP/s measured
-#: at n = 8 000, d = 8 and 32, 33 right-hand sides, one thread)
-REFINE_SECONDS, REFINE_MAX, REFINE_MIN, REFINE_CG = 300.0, 30, 5, 15
+#: at n = 8 000, d = 8 and 32, 33 right-hand sides, one thread). REFINE_MAX: on
+#: pumadyn32nm fold 0 (7 373 rows, 32 inputs, 4 relevant) 30 evaluations reached test
+#: RMSE 0.2142 / NLPD -0.1219 and 50 reached 0.2121 / -0.1319 (sgpr: 0.2121 / -0.1322;
+#: Cholesky ML-II on every row: 0.2091 / -0.1455); it binds only where one evaluation
+#: costs under 6 s by the model (n below about 7 500)
+REFINE_SECONDS, REFINE_MAX, REFINE_MIN, REFINE_CG = 300.0, 50, 5, 15
 CONTRACTION_FLOPS = (1.8e10, 2.5e9)
 #: rows outside the θ sample on which the iterative path compares θ candidates when the
 #: sample's fit ends with the noise at its floor (:func:`_held_out_choice`)
@@ -418,7 +422,7 @@ def too_large(n: int, d: int, dtype: torch.dtype = torch.float64) -> bool:
     """Whether ``solver="auto"`` leaves the Cholesky path: from :data:`GUARD_MIN_N` rows
     on, when its n x n matrices would not fit in memory or when the cost model puts the
     iterative path (:func:`iterative_seconds`) ahead of it (:func:`exact_seconds`; about
-    4 800 rows with d = 8: on pumadyn32nm's 7 373 rows the iterative fit took 263 s, the
+    5 300 rows with d = 8, 6 200 with d = 32: on pumadyn32nm's 7 373 rows the iterative fit took 263 s, the
     Cholesky ML-II fit on every row 72 evaluations, some 650 to 1 500 s). The Cholesky
     fit reaches the optimum on every row, where the iterative one refines a sample's θ
     by a few stochastic steps; ``solver="cholesky"`` asks for it at any size."""
