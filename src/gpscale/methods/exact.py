@@ -77,7 +77,7 @@ CG_PRODUCTS, PRODUCT_FLOPS, PRECOND_FLOPS = 20, 2e10, 2e10
 #: pumadyn32nm fold 0 (7 373 rows, 32 inputs, 4 relevant) 30 evaluations reached test
 #: RMSE 0.2142 / NLPD -0.1219 and 50 reached 0.2121 / -0.1319 (sgpr: 0.2121 / -0.1322;
 #: Cholesky ML-II on every row: 0.2091 / -0.1455); it binds only where one evaluation
-#: costs under 6 s by the model (n below about 7 500)
+#: costs under 6 s by the model (below about 7 300 rows at d = 32, 9 200 at d = 8)
 REFINE_SECONDS, REFINE_MAX, REFINE_MIN, REFINE_CG = 300.0, 50, 5, 15
 CONTRACTION_FLOPS = (1.8e10, 2.5e9)
 #: rows outside the θ sample on which the iterative path compares θ candidates when the
@@ -421,11 +421,12 @@ def fit_seconds(n: int, d: int, solver: str = "auto") -> float:
 def too_large(n: int, d: int, dtype: torch.dtype = torch.float64) -> bool:
     """Whether ``solver="auto"`` leaves the Cholesky path: from :data:`GUARD_MIN_N` rows
     on, when its n x n matrices would not fit in memory or when the cost model puts the
-    iterative path (:func:`iterative_seconds`) ahead of it (:func:`exact_seconds`; about
-    5 300 rows with d = 8, 6 200 with d = 32: on pumadyn32nm's 7 373 rows the iterative fit took 263 s, the
-    Cholesky ML-II fit on every row 72 evaluations, some 650 to 1 500 s). The Cholesky
-    fit reaches the optimum on every row, where the iterative one refines a sample's θ
-    by a few stochastic steps; ``solver="cholesky"`` asks for it at any size."""
+    iterative path (:func:`iterative_seconds`) ahead of it (:func:`exact_seconds`):
+    about 5 300 rows with d = 8, 6 200 with d = 32. On pumadyn32nm's 7 373 rows the
+    iterative fit took 362 s (48 refinement evaluations), the Cholesky ML-II fit on every
+    row 72 evaluations, some 650 to 1 500 s. The Cholesky fit reaches the optimum on
+    every row, where the iterative one refines a sample's θ by stochastic steps;
+    ``solver="cholesky"`` asks for it at any size."""
     if n < GUARD_MIN_N:
         return False
     est, avail = exact_cost(n, d, dtype), available_memory()

@@ -100,8 +100,7 @@ def mll_gradient(model: Any, L: torch.Tensor | None, draws: ProbeDraws,
     copies, scale = model.copies, model.copy_scale()
     with torch.no_grad():
         op = model.operator(model.solve_dtype)
-        precond = None if L is None else low_rank_inverse(L, noise, gram=gram,
-                                                               scale=scale)
+        precond = None if L is None else low_rank_inverse(L, noise, gram=gram, scale=scale)
         Z = draws.probes(L, float(noise), scale)
         W = Z / op.noise_column() if precond is None else precond(Z)
         r = model.y - model.mean_constant.detach()
