@@ -64,9 +64,10 @@ EXACT_N3_SECONDS, EXACT_EVALS = 3.5e-11, 40
 #: 47 s against 51 s on kin40k's 25 600 rows; the posterior's solve, with 65 right-hand
 #: sides, runs about twice as fast as the formula says) and the float64 rate of randomly
 #: pivoted Cholesky's n r² work (kin40k fold 0: 53 s at n = 36 000, r = 5 592, and 76 s
-#: at n = 25 600, r = 7 864: 2.1e10 flop/s). The preconditioner is costed at the rank its
-#: memory cap allows: an upper bound, since its trace stop ends it at rank 256 to 640
-#: where the noise is large (elevators, keggundirected, pumadyn32nm: about a second)
+#: at n = 25 600, r = 7 864: 2.1e10 flop/s; session 15's code, 7.8e9). The preconditioner
+#: is costed at the rank its memory cap allows: an upper bound, since its trace stop ends
+#: it at rank 128 to 640 where the noise is large (elevators, keggundirected,
+#: pumadyn32nm: about a second)
 CG_PRODUCTS, PRODUCT_FLOPS, PRECOND_FLOPS = 20, 2e10, 2e10
 #: ``refine="auto"`` (:func:`refine_evaluations`): gradient evaluations on every row
 #: within REFINE_SECONDS by the cost model, at most REFINE_MAX, none below REFINE_MIN;
