@@ -77,8 +77,9 @@ CG_PRODUCTS, PRODUCT_FLOPS, PRECOND_FLOPS = 20, 2e10, 2e10
 #: at n = 8 000, d = 8 and 32, 33 right-hand sides, one thread). REFINE_MAX: on
 #: pumadyn32nm fold 0 (7 373 rows, 32 inputs, 4 relevant) 30 evaluations reached test
 #: RMSE 0.2142 / NLPD -0.1219 and 50 reached 0.2121 / -0.1319 (sgpr: 0.2121 / -0.1322;
-#: Cholesky ML-II on every row: 0.2091 / -0.1455); it binds only where one evaluation
-#: costs under 6 s by the model (below about 7 300 rows at d = 32, 9 200 at d = 8)
+#: Cholesky ML-II on every row: 0.2091 / -0.1455). Raising it from 30 adds evaluations
+#: where one costs under 10 s by the model (below about 9 400 rows at d = 32, 11 800 at
+#: d = 8): of the real sets, pumadyn32nm (48) and kin40k's 10 000-row split (41; not re-run)
 REFINE_SECONDS, REFINE_MAX, REFINE_MIN, REFINE_CG = 300.0, 50, 5, 15
 CONTRACTION_FLOPS = (1.8e10, 2.5e9)
 #: rows outside the θ sample on which the iterative path compares θ candidates when the
