@@ -20,8 +20,9 @@ of the full-batch optimum; spread of the final NLML over batch sizes ≤ 0.05 (M
 and SCGD; evaluated where two or more batch sizes ran). Issue 32, NN + Gaussian: every
 MINIMAX / SCGD run with a cell in the paper's Tables 3 and 5 within 0.05 nats/point of
 its NLML or better and within its RMSE spread (mean + std) or better, and a run on
-kin40k under an hour (:func:`_paper_targets`). The paper trains 100 epochs on a GPU with a learning-rate grid per method;
-a quick run on a CPU is far shorter, so read its targets as a smoke check.
+kin40k under an hour (:func:`_paper_targets`). The paper trains 100 epochs on a GPU
+with a learning-rate grid per method; a quick run on a CPU is far shorter, so read its
+targets as a smoke check.
 
 The NN + linear model's full-batch optimum is degenerate: the network makes y lie in
 the span of its 128 features and σ² falls towards zero (pumadyn32nm: see the
