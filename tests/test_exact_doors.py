@@ -84,6 +84,22 @@ def test_auto_solver_goes_iterative_past_the_size_guard(monkeypatch):
         gpscale.fit(X, y, method="exact", solver="lu")
 
 
+def test_the_solver_switch_counts_the_kernels_contraction(monkeypatch):
+    """A kernel without the tiled contraction (float64 vjp slabs, 7x slower per entry by
+    the cost model) leaves Cholesky later than an RBF: the switch and fit_seconds use
+    the kernel fit_exact is given."""
+    assert exact_method.too_large(6000, 8) and not exact_method.too_large(6000, 8, rbf=False)
+    assert exact_method.fit_seconds(6000, 8, rbf=False) == exact_method.exact_seconds(6000)
+    assert exact_method.fit_seconds(6000, 8) == exact_method.iterative_seconds(6000, 8)
+    seen = []
+    monkeypatch.setattr(exact_method, "too_large",
+                        lambda n, d, dtype=None, rbf=True: seen.append(rbf) or False)
+    X, y, _ = _data(60)
+    for name in ("rbf-ard", "matern52-ard"):
+        gpscale.fit(X, y, method="exact", kernel=name, seed=0, max_iter=3)
+    assert seen == [True, False]
+
+
 def test_the_estimator_takes_the_iterative_path():
     from gpscale.sklearn import GPRegressor
 

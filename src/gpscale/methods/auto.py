@@ -177,7 +177,8 @@ def _iterative_choice(n: int, d: int, kernel: Kernel, budget: float | None,
     (:func:`~gpscale.methods.exact.too_large`), the kernel has tiled products and the
     cost model fits the budget (or :data:`ITERATIVE_SECONDS`); else None."""
     form = kernel_form(kernel)
-    if not too_large(n, d, dtype) or not isinstance(form, StationaryForm):
+    if not isinstance(form, StationaryForm) or not too_large(n, d, dtype,
+                                                             form.kind == "rbf"):
         return None
     avail = available_memory()
     if avail is not None and PRECOND_BYTES > 0.5 * avail:  # the preconditioner's factor

@@ -172,12 +172,13 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
         _fit_cholesky, mean=mean, max_iter=max_iter, restarts=restarts, seed=seed,
         progress=progress, device=device, dtype=dtype, prior=prior, tol=tol,
         patience=patience, init=init, restart_iter=restart_iter)
+    rbf = getattr(kernel_form(kernel), "kind", "") == "rbf"  # tiled contraction
     if solver == "auto":
-        solver = "cg" if too_large(n, d, dtype) else "cholesky"
+        solver = "cg" if too_large(n, d, dtype, rbf) else "cholesky"
     if solver == "cg":
         rows = sample_size(n) if subsample is None else check_int("subsample", subsample, 2)
         if refine == "auto":
-            refine = refine_evaluations(n, d, getattr(kernel_form(kernel), "kind", "") == "rbf")
+            refine = refine_evaluations(n, d, rbf)
         elif isinstance(refine, str):
             raise ValueError(f"refine must be 'auto' or an integer >= 0, got {refine!r}")
         refine = check_int("refine", refine, 0)
@@ -412,19 +413,23 @@ def product_seconds(n: int, d: int, rhs: int = 1 + PATHWISE_SAMPLES) -> float:
     return float(n) * n * (2.0 * (d + 2) + 2.0 * rhs) / PRODUCT_FLOPS
 
 
-def fit_seconds(n: int, d: int, solver: str = "auto") -> float:
+def fit_seconds(n: int, d: int, solver: str = "auto", rbf: bool = True) -> float:
     """The cost model of :func:`fit_exact` with ``solver`` ("auto": the one its switch,
-    :func:`too_large`, picks): :func:`exact_seconds` or :func:`iterative_seconds`."""
+    :func:`too_large`, picks): :func:`exact_seconds` or :func:`iterative_seconds`
+    (``rbf``: the kernel's gradient contraction is the tiled one)."""
     if solver == "auto":
-        solver = "cg" if too_large(n, d) else "cholesky"
-    return iterative_seconds(n, d) if solver == "cg" else exact_seconds(n)
+        solver = "cg" if too_large(n, d, rbf=rbf) else "cholesky"
+    return iterative_seconds(n, d, rbf) if solver == "cg" else exact_seconds(n)
 
 
-def too_large(n: int, d: int, dtype: torch.dtype = torch.float64) -> bool:
+def too_large(n: int, d: int, dtype: torch.dtype = torch.float64, rbf: bool = True
+              ) -> bool:
     """Whether ``solver="auto"`` leaves the Cholesky path: from :data:`GUARD_MIN_N` rows
     on, when its n x n matrices would not fit in memory or when the cost model puts the
-    iterative path (:func:`iterative_seconds`) ahead of it (:func:`exact_seconds`):
-    about 5 300 rows with d = 8, 6 200 with d = 32. On pumadyn32nm's 7 373 rows the
+    iterative path (:func:`iterative_seconds`, ``rbf`` as there) ahead of it
+    (:func:`exact_seconds`): for an RBF about 5 300 rows with d = 8, 6 200 with d = 32;
+    for other kernels, whose refinement contracts by float64 slabs, about 6 300 and
+    6 700. On pumadyn32nm's 7 373 rows the
     iterative fit took 362 s (48 refinement evaluations), the Cholesky ML-II fit on every
     row 72 evaluations, some 650 to 1 500 s. The Cholesky fit reaches the optimum on
     every row, where the iterative one refines a sample's θ by stochastic steps;
@@ -432,7 +437,7 @@ def too_large(n: int, d: int, dtype: torch.dtype = torch.float64) -> bool:
     if n < GUARD_MIN_N:
         return False
     est, avail = exact_cost(n, d, dtype), available_memory()
-    return est["seconds"] > iterative_seconds(n, d) or (
+    return est["seconds"] > iterative_seconds(n, d, rbf) or (
         avail is not None and est["memory_bytes"] > 0.8 * avail)
 
 
