@@ -106,15 +106,19 @@ def test_refinement_lowers_the_exact_nlml():
     assert gap(float(model.noise)) < 0.5 * gap(0.5)
 
 
-def test_fit_exact_refines_on_all_rows():
+def test_fit_exact_refines_on_all_rows(capsys):
     """solver="cg" with refine=K: θ from the sample, K steps on every row, then the
-    posterior; the history says so and the model saves and loads."""
+    posterior; the history says so, and ``progress`` shows both phases as bars."""
     X, y = _data(n=600, noise=0.1, seed=5)
     model, result = fit_exact(X, y, Scale(RBF(torch.ones(3), ard_dims=3)), solver="cg",
-                              subsample=150, refine=3, probes=8, seed=0)
+                              subsample=150, refine=3, probes=8, seed=0, progress=True)
     phases = [h.get("phase") for h in result.history]
     assert phases.count("refine") == 3 and phases[-1] == "all rows"
     assert result.history[-1]["converged"]
+    bars = capsys.readouterr().err
+    assert "refining θ on 600 rows" in bars and "3/3" in bars
+    assert "CG on 600 rows" in bars
+    assert len(result.history[-1]["residuals"]) == result.history[-1]["iterations"]
     pred = model.predict(X[:50])
     assert torch.isfinite(pred.mean).all() and (pred.var > 0).all()
 

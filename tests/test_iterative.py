@@ -369,3 +369,18 @@ def test_every_preconditioner_gives_the_cholesky_mean(precond):
                                      variance_options={"block_size": 2, "steps": 1})
     torch.testing.assert_close(it.predict(Xs).mean, ex.predict(Xs).mean, rtol=1e-8, atol=1e-8)
     assert it.solve_info["precond_rank"] == (0 if precond == "none" else 40)
+
+
+def test_the_solve_reports_its_residuals_and_shows_a_progress_bar(capsys):
+    X, y, _ = _data(200)
+    it = IterativeExactGP.from_exact(_exact(X, y), tol=1e-8, precond_rank=5,
+                                     variance="lanczos", solve=False,
+                                     variance_options={"block_size": 2, "steps": 1})
+    info = it.solve(progress=True)
+    res = info["residuals"]
+    assert len(res) == info["iterations"] > 1
+    assert res[-1] == pytest.approx(info["residual_max"]) and res[-1] <= 1e-8 < res[0]
+    bar = capsys.readouterr().err
+    assert "CG on 200 rows" in bar and f"{info['iterations']}/1000" in bar
+    it.solve(warm=False)  # progress=False by default: nothing shown
+    assert capsys.readouterr().err == ""

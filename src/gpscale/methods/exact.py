@@ -24,6 +24,7 @@ from ..models.copies import Copies, keep_copies, merge_copies, rows_variance
 from ..models.iterative import PRECOND_BYTES
 from ..models.iterative_variance import PATHWISE_SAMPLES
 from ..priors import Prior, resolve_priors
+from ..progress import progress_bar
 from ..train import FitResult, fit_lbfgs
 from ..train.exact_refine import PROBES, refine_on_rows
 from ..train.starts import fit_from_sqrt_d, sample_rows
@@ -208,8 +209,11 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
             seed=0 if seed is None else seed, client=client, copies=copies, **given)
         x0 = None
         if refine:
-            steps = refine_on_rows(model, refine, probes=check_int("probes", probes, 1),
-                                   seed=0 if seed is None else seed)
+            with progress_bar(progress, total=refine, unit="eval",
+                              desc=f"refining θ on {n} rows") as bar:
+                steps = refine_on_rows(model, refine, probes=check_int("probes", probes, 1),
+                                       seed=0 if seed is None else seed,
+                                       callback=lambda evaluation, info: bar.update())
             result.history.extend(steps.history)
             result.wall_s += steps.wall_s
             result.theta = steps.theta
@@ -217,7 +221,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
                              "reason": steps.reason, "probes": probes,
                              "start": "half sample" if small is not sampled else "sample"}
             x0 = model.alpha
-        model.solve(x0=x0)
+        model.solve(x0=x0, progress=progress)
         result.history.append({"phase": "all rows", **model.solve_info})
         result.wall_s += model.solve_info["seconds"]
         return model, result

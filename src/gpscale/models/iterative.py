@@ -45,6 +45,7 @@ from ..linalg.cg import cg
 from ..linalg.lowrank import low_rank_inverse, pivoted_cholesky, rp_cholesky
 from ..linalg.operator import KernelOperator
 from ..params import Positive
+from ..progress import progress_bar
 from ..validation import as_test_inputs, check_xy
 from .base import GPModel, MeanAndVariance, dtype_name, no_data
 from .copies import Copies, MergedRows, keep_copies, noise_diagonal
@@ -228,10 +229,14 @@ class IterativeExactGP(MergedRows, GPModel):
         return KernelOperator(self.kernel, self.X, noise, self.block, dt)
 
     @torch.no_grad()
-    def solve(self, x0: torch.Tensor | None = None, warm: bool = True) -> dict[str, Any]:
+    def solve(self, x0: torch.Tensor | None = None, warm: bool = True,
+              progress: bool | None = False) -> dict[str, Any]:
         """α = C⁻¹(y − m) and the variance cache, in one batched PCG. Starts from ``x0``
         (α's start), else (``warm``) from the α and cache held, else from zero.
-        Returns (and keeps in ``solve_info``) iterations, residual, passes, seconds."""
+        ``progress``: a bar of CG's iterations and its largest relative residual
+        (:func:`gpscale.progress.progress_bar`). Returns (and keeps in ``solve_info``)
+        iterations, residual, passes, seconds, and ``residuals``: the largest relative
+        residual after each iteration."""
         t0 = time.perf_counter()
         op = self.operator(self.solve_dtype)
         precond = self.preconditioner(op)
@@ -250,7 +255,15 @@ class IterativeExactGP(MergedRows, GPModel):
         if x0 is not None:
             start = B.new_zeros(B.shape) if start is None else start
             start[:, 0] = x0.to(B)
-        sol, info = cg(op.matmul, B, precond, start, self.tol, self.max_iter)
+        residuals: list[float] = []
+        with progress_bar(progress, total=self.max_iter, unit="pass",
+                          desc=f"CG on {self.n} rows") as bar:
+            def step(iteration: int, rel: torch.Tensor) -> None:
+                residuals.append(float(rel.max()))
+                bar.update()
+                bar.set_postfix(residual=f"{residuals[-1]:.2e}", target=f"{self.tol:g}")
+
+            sol, info = cg(op.matmul, B, precond, start, self.tol, self.max_iter, step)
         self.alpha = sol[:, 0].clone()
         self.cache.finish(sol[:, 1:], op)
         self.solved_theta = self._theta()
@@ -259,7 +272,7 @@ class IterativeExactGP(MergedRows, GPModel):
             "residual_max": float(info.rel_residual.max()) if B.shape[1] else 0.0,
             "converged": info.converged, "passes": op.passes,
             "precond_rank": self._rank_used, "precond_seconds": t_pre,
-            "seconds": time.perf_counter() - t0}
+            "seconds": time.perf_counter() - t0, "residuals": residuals}
         if not info.converged:
             warnings.warn(f"CG stopped after {info.iterations} iterations at relative "
                           f"residual {float(info.rel_residual.max()):.2e} > tol {self.tol:g};"
