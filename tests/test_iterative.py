@@ -384,3 +384,31 @@ def test_the_solve_reports_its_residuals_and_shows_a_progress_bar(capsys):
     assert "CG on 200 rows" in bar and f"{info['iterations']}/1000" in bar
     it.solve(warm=False)  # progress=False by default: nothing shown
     assert capsys.readouterr().err == ""
+
+
+def test_the_preconditioners_cap_keeps_a_rank_floor_where_memory_allows(monkeypatch):
+    from gpscale.models import iterative
+    from gpscale.models.iterative import PRECOND_BYTES, PRECOND_MIN_RANK, precond_cap
+
+    small = 20_000  # PRECOND_BYTES holds more than the floor: unchanged
+    assert precond_cap(small) == PRECOND_BYTES // (8 * small) > PRECOND_MIN_RANK
+    assert precond_cap(small, available=1) == PRECOND_BYTES // (8 * small)
+    assert precond_cap(100) == 100  # at most n
+    big = 198_000
+    assert PRECOND_BYTES // (8 * big) == 1016
+    assert precond_cap(big) == PRECOND_MIN_RANK  # memory not known: the floor
+    assert precond_cap(big, available=64 * 2**30) == PRECOND_MIN_RANK
+    half = 2 * big * 8 * 3000  # twice a rank-3000 factor
+    assert precond_cap(big, available=half) == 3000
+    assert precond_cap(big, available=2**20) == 1016  # never below PRECOND_BYTES' rank
+    assert precond_cap(big, itemsize=4) == PRECOND_MIN_RANK  # float32: 2 032 by bytes
+    # the model asks for it with the memory the machine has
+    X, y, _ = _data(300)
+    monkeypatch.setattr(iterative, "PRECOND_BYTES", 8 * 300 * 10)  # rank 10 by bytes
+    monkeypatch.setattr(iterative, "PRECOND_MIN_RANK", 40)
+    monkeypatch.setattr(iterative, "available_memory", lambda: 2 * 8 * 300 * 25)
+    it = IterativeExactGP.from_exact(_exact(X, y), precond_tol=0.0, variance="lanczos",
+                                     variance_options={"block_size": 2, "steps": 1})
+    assert it.solve_info["precond_rank"] == 25
+    monkeypatch.setattr(iterative, "available_memory", lambda: None)
+    assert it.solve(warm=False)["precond_rank"] == 40

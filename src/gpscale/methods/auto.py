@@ -53,7 +53,8 @@ import torch
 from ..kernels import Kernel
 from ..kernels.chunked import StationaryForm, kernel_form
 from ..models.iterative import PRECOND_BYTES
-from .exact import available_memory, exact_bytes, exact_seconds, iterative_seconds, too_large
+from ..sizes import available_memory
+from .exact import exact_bytes, exact_seconds, iterative_seconds, too_large
 from .rff import AUTO_ABOVE, AUTO_SUBSAMPLE
 from .sgpr import DEFAULT_M, sgpr_bytes, sgpr_seconds
 

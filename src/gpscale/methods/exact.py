@@ -10,7 +10,6 @@ from __future__ import annotations
 import copy
 import functools
 import math
-import os
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -21,10 +20,11 @@ from ..kernels import Kernel
 from ..kernels.chunked import kernel_form
 from ..models import ExactGP, IterativeExactGP
 from ..models.copies import Copies, keep_copies, merge_copies, rows_variance
-from ..models.iterative import PRECOND_BYTES
+from ..models.iterative import precond_cap
 from ..models.iterative_variance import PATHWISE_SAMPLES
 from ..priors import Prior, resolve_priors
 from ..progress import progress_bar
+from ..sizes import available_memory
 from ..train import FitResult, fit_lbfgs
 from ..train.exact_refine import PROBES, refine_on_rows
 from ..train.starts import fit_from_sqrt_d, sample_rows
@@ -341,21 +341,6 @@ def _noise_floor(relative: float, y: torch.Tensor, copies: Copies | None = None)
 
 
 # -- the cost model and the size guard ------------------------------------------------
-def available_memory() -> int | None:
-    """Bytes of memory available to a new allocation (MemAvailable on Linux)."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
 def exact_seconds(n: int, evals: int = EXACT_EVALS) -> float:
     """Rough wall time of an exact fit on n rows: ``evals`` evaluations of cost ∝ n³."""
     return evals * EXACT_N3_SECONDS * float(n) ** 3
@@ -399,13 +384,14 @@ def refine_evaluations(n: int, d: int, rbf: bool = True) -> int:
 def iterative_seconds(n: int, d: int, rbf: bool = True) -> float:
     """Rough wall time (one thread) of ``solver="cg"`` at its defaults on n rows of d
     columns: the θ fit on :func:`sample_size` rows (:func:`exact_seconds`), the
-    preconditioner at its largest rank (the rank the memory cap allows; it stops earlier
+    preconditioner at its largest rank (:func:`~gpscale.models.iterative.precond_cap`
+    with the memory unknown; it stops earlier
     once its trace error is small) and :data:`CG_PRODUCTS` products with the mean's and
     the variance cache's right-hand sides (:func:`product_seconds`), plus ``refine="auto"``'s
     evaluations (:func:`refine_evaluations`; ``rbf``: the kernel's contraction is the
     tiled one). Like :func:`exact_seconds`, fixed rather than timed, so that a call gets
     the same answer on any machine and load."""
-    rank = min(n, PRECOND_BYTES // (8 * n))
+    rank = precond_cap(n)
     precond = float(n) * rank * rank / PRECOND_FLOPS
     return exact_seconds(sample_size(n)) + precond + CG_PRODUCTS * product_seconds(n, d) \
         + refine_evaluations(n, d, rbf) * refine_seconds(n, d, rbf)

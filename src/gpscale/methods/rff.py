@@ -13,9 +13,9 @@ from ..features.rff import check_feature_memory
 from ..io.rows import Rows, as_rows
 from ..kernels import Kernel, spectral_facts
 from ..models import FeatureGP
+from ..sizes import available_memory
 from ..train import FitResult, fit_lbfgs
 from ..validation import as_dtype, check_int, check_positive
-from .exact import available_memory
 from .registry import register
 
 

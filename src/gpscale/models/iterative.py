@@ -46,13 +46,15 @@ from ..linalg.lowrank import low_rank_inverse, pivoted_cholesky, rp_cholesky
 from ..linalg.operator import KernelOperator
 from ..params import Positive
 from ..progress import progress_bar
+from ..sizes import available_memory
 from ..validation import as_test_inputs, check_xy
 from .base import GPModel, MeanAndVariance, dtype_name, no_data
 from .copies import Copies, MergedRows, keep_copies, noise_diagonal
 from .exact import ExactGP, gaussian_nll
 from .iterative_variance import LanczosVariance, PathwiseVariance, variance_cache
 
-__all__ = ["IterativeExactGP", "DENSE_OBJECTIVE_MAX", "PRECOND_BYTES", "PRECOND_TOL",
+__all__ = ["IterativeExactGP", "DENSE_OBJECTIVE_MAX", "PRECOND_BYTES", "PRECOND_MIN_RANK",
+           "PRECOND_TOL", "precond_cap",
            "FLOAT32_MIN_TOL"]
 
 #: the smallest ``tol`` solved with float32 tiles: their rounding (about 1e-7 per entry,
@@ -69,11 +71,31 @@ FLOAT32_MIN_TOL = 1e-3
 #: float64, elevators fold 1 at the sample's θ: rank 256, tr(K − LLᵀ) = 0.013 nσ², 5
 #: iterations; rank 1 024, 3.) Past the memory cap the rank stops there.
 PRECOND_TOL = 0.25
-#: memory for the preconditioner's factor L (n x r) when ``precond_rank`` is None
+#: memory for the preconditioner's factor L (n x r) when ``precond_rank`` is None ...
 PRECOND_BYTES = 3 * 2**29
+#: ... but at least this rank (past about 49 000 float64 rows) where half the available
+#: memory holds it (:func:`precond_cap`). The rank a good preconditioner needs grows with
+#: n: on 198 000 rows of the exact-cluster set (8 inputs, σ² = 0.015 in y's units), the
+#: trace error tr(K − LLᵀ)/nσ² was 13.1, 5.9 and 2.3 at ranks 1 016 (what PRECOND_BYTES
+#: allows there), 2 048 and 4 096, and after 20 CG iterations y's relative residual was
+#: 1.02, 0.28 and 0.024 (benchmarks/results/exact-cluster/fit-198000/session20); the
+#: factor at rank 4 096 (6.5 GB) took 105 s, about one pass of the posterior's solve
+PRECOND_MIN_RANK = 4096
 #: ``objective()`` (the exact NLML by one Cholesky) is offered up to this many rows
 DENSE_OBJECTIVE_MAX = 8000
 _CACHES = {"pathwise": PathwiseVariance, "lanczos": LanczosVariance}
+
+
+def precond_cap(n: int, itemsize: int = 8, available: int | None = None) -> int:
+    """The largest rank of the default preconditioner's factor (n x r, ``itemsize``
+    bytes an entry): what :data:`PRECOND_BYTES` holds, raised to
+    :data:`PRECOND_MIN_RANK` where that is more and ``available`` bytes (None: not
+    known) hold twice the factor (else to the rank that half of them hold); at most n."""
+    rank = PRECOND_BYTES // (n * itemsize)
+    if rank < PRECOND_MIN_RANK:
+        room = PRECOND_MIN_RANK if available is None else available // (2 * n * itemsize)
+        rank = max(rank, min(PRECOND_MIN_RANK, room))
+    return min(n, rank)
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 _PRECONDITIONERS = ("rpchol", "pivchol", "none")
 
@@ -88,7 +110,8 @@ class IterativeExactGP(MergedRows, GPModel):
     tol : CG stops at ‖y − m − Cα‖ ≤ tol ‖y − m‖ (module docstring).
     max_iter : most CG iterations (each one pass over K).
     precond_rank : the largest rank r of the preconditioner P = L Lᵀ + σ²I (0: none;
-        None: as many columns as fit in :data:`PRECOND_BYTES`, at most n).
+        None: :func:`precond_cap`, i.e. as many columns as fit in :data:`PRECOND_BYTES`,
+        at least :data:`PRECOND_MIN_RANK` where memory allows, at most n).
     precond_tol : "rpchol" stops adding columns once tr(K − L Lᵀ) ≤ precond_tol · n σ²
         (the preconditioned spectrum is about 1 + eig(K − LLᵀ)/σ², so this bounds its
         mean excess over 1). Default :data:`PRECOND_TOL`.
@@ -298,9 +321,8 @@ class IterativeExactGP(MergedRows, GPModel):
         rows in blocks, GEMMs) grown until tr(K − LLᵀ) ≤ ``precond_tol`` · nσ², or
         greedy pivoted Cholesky ("pivchol"); None for "none" or rank 0. With copies, L
         is a factor of S K S, S = diag(√c) (:meth:`preconditioner`)."""
-        cap = PRECOND_BYTES // (self.n * self.X.element_size()) if self.precond_rank is None \
-            else self.precond_rank
-        rank = min(cap, self.n)
+        rank = min(self.precond_rank, self.n) if self.precond_rank is not None else \
+            precond_cap(self.n, self.X.element_size(), available_memory())
         self._rank_used = 0 if self.precond == "none" else rank
         if self.precond == "none" or rank == 0:
             return None
