@@ -10,8 +10,8 @@ Gardner et al. 2018): every product C V is a pass over row blocks of K
 (:class:`~gpscale.linalg.operator.KernelOperator`, float32 tiles with float64 sums
 by default), the preconditioner is P = L Lᵀ + σ²I applied by Woodbury, with L from
 randomly pivoted Cholesky (Chen, Epperly, Tropp & Webber 2023;
-:func:`~gpscale.linalg.lowrank.rp_cholesky`), grown until tr(K − LLᵀ) ≤ nσ²/4 or the
-memory cap, and the variance cache's right-hand sides ride in the same passes as
+:func:`~gpscale.linalg.lowrank.rp_cholesky`), grown until tr(K − LLᵀ) ≤ nσ²/4 or its
+cap (:func:`precond_cap`), and the variance cache's right-hand sides ride in the same passes as
 y − m (:mod:`gpscale.models.iterative_variance`).
 
 Rows merged from copies of one input (:mod:`gpscale.models.copies`) carry noise σ²/c:
@@ -69,7 +69,7 @@ FLOAT32_MIN_TOL = 1e-3
 #: K − LLᵀ are what the extra columns remove. (Those counts were with the Woodbury apply
 #: in float32, which stalled CG: :func:`~gpscale.linalg.lowrank.low_rank_inverse`. In
 #: float64, elevators fold 1 at the sample's θ: rank 256, tr(K − LLᵀ) = 0.013 nσ², 5
-#: iterations; rank 1 024, 3.) Past the memory cap the rank stops there.
+#: iterations; rank 1 024, 3.) Past :func:`precond_cap` the rank stops there.
 PRECOND_TOL = 0.25
 #: memory for the preconditioner's factor L (n x r) when ``precond_rank`` is None ...
 PRECOND_BYTES = 3 * 2**29
