@@ -279,8 +279,8 @@ class IterativeExactGP(MergedRows, GPModel):
             start = B.new_zeros(B.shape) if start is None else start
             start[:, 0] = x0.to(B)
         residuals: list[float] = []
-        with progress_bar(progress, total=self.max_iter, unit="pass",
-                          desc=f"CG on {self.n} rows") as bar:
+        with progress_bar(progress, unit="pass", desc=f"CG on {self.n} rows") as bar:
+            # no total: max_iter is a guard, and an ETA to it would mislead
             def step(iteration: int, rel: torch.Tensor) -> None:
                 residuals.append(float(rel.max()))
                 bar.update()
