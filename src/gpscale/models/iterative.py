@@ -11,8 +11,8 @@ Gardner et al. 2018): every product C V is a pass over row blocks of K
 by default), the preconditioner is P = L Lᵀ + σ²I applied by Woodbury, with L from
 randomly pivoted Cholesky (Chen, Epperly, Tropp & Webber 2023;
 :func:`~gpscale.linalg.lowrank.rp_cholesky`), grown until tr(K − LLᵀ) ≤ nσ²/4 or its
-cap (:func:`precond_cap`), and the variance cache's right-hand sides ride in the same passes as
-y − m (:mod:`gpscale.models.iterative_variance`).
+cap (:func:`precond_cap`), and the variance cache's right-hand sides ride in the same
+passes as y − m (:mod:`gpscale.models.iterative_variance`).
 
 Rows merged from copies of one input (:mod:`gpscale.models.copies`) carry noise σ²/c:
 C = K + σ² diag(1/c), and the preconditioner is P = S⁻¹(L Lᵀ + σ²I)S⁻¹ with S = diag(√c)
@@ -54,8 +54,7 @@ from .exact import ExactGP, gaussian_nll
 from .iterative_variance import LanczosVariance, PathwiseVariance, variance_cache
 
 __all__ = ["IterativeExactGP", "DENSE_OBJECTIVE_MAX", "PRECOND_BYTES", "PRECOND_MIN_RANK",
-           "PRECOND_TOL", "precond_cap",
-           "FLOAT32_MIN_TOL"]
+           "PRECOND_TOL", "FLOAT32_MIN_TOL", "precond_cap"]
 
 #: the smallest ``tol`` solved with float32 tiles: their rounding (about 1e-7 per entry,
 #: times |K||α|, which grows as σ² shrinks) leaves a true relative residual of up to a
@@ -84,6 +83,8 @@ PRECOND_MIN_RANK = 4096
 #: ``objective()`` (the exact NLML by one Cholesky) is offered up to this many rows
 DENSE_OBJECTIVE_MAX = 8000
 _CACHES = {"pathwise": PathwiseVariance, "lanczos": LanczosVariance}
+_DTYPES = {"float32": torch.float32, "float64": torch.float64}
+_PRECONDITIONERS = ("rpchol", "pivchol", "none")
 
 
 def precond_cap(n: int, itemsize: int = 8, available: int | None = None) -> int:
@@ -96,8 +97,6 @@ def precond_cap(n: int, itemsize: int = 8, available: int | None = None) -> int:
         room = PRECOND_MIN_RANK if available is None else available // (2 * n * itemsize)
         rank = max(rank, min(PRECOND_MIN_RANK, room))
     return min(n, rank)
-_DTYPES = {"float32": torch.float32, "float64": torch.float64}
-_PRECONDITIONERS = ("rpchol", "pivchol", "none")
 
 
 class IterativeExactGP(MergedRows, GPModel):
