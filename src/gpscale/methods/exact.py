@@ -66,9 +66,11 @@ EXACT_N3_SECONDS, EXACT_EVALS = 3.5e-11, 40
 #: sides, runs about twice as fast as the formula says) and the float64 rate of randomly
 #: pivoted Cholesky's n r² work (kin40k fold 0: 53 s at n = 36 000, r = 5 592, and 76 s
 #: at n = 25 600, r = 7 864: 2.1e10 flop/s; session 15's code, 7.8e9). The preconditioner
-#: is costed at the rank its memory cap allows: an upper bound, since its trace stop ends
+#: is costed at the rank its cap allows: an upper bound, since its trace stop ends
 #: it at rank 128 to 640 where the noise is large (elevators, keggundirected,
-#: pumadyn32nm: about a second)
+#: pumadyn32nm: about a second). The products grow with n at a bounded rank: 41 on the
+#: 198 000-row exact-cluster set (rank 4 096, 87 s each against the formula's 294 s), so
+#: there the model's 6 136 s still exceeded the measured 3 933 s
 CG_PRODUCTS, PRODUCT_FLOPS, PRECOND_FLOPS = 20, 2e10, 2e10
 #: ``refine="auto"`` (:func:`refine_evaluations`): gradient evaluations on every row
 #: within REFINE_SECONDS by the cost model, at most REFINE_MAX, none below REFINE_MIN;
