@@ -387,8 +387,8 @@ def iterative_seconds(n: int, d: int, rbf: bool = True) -> float:
     """Rough wall time (one thread) of ``solver="cg"`` at its defaults on n rows of d
     columns: the θ fit on :func:`sample_size` rows (:func:`exact_seconds`), the
     preconditioner at its largest rank (:func:`~gpscale.models.iterative.precond_cap`
-    with the memory unknown; it stops earlier
-    once its trace error is small) and :data:`CG_PRODUCTS` products with the mean's and
+    with the memory unknown; it stops earlier once its trace error is small) and
+    :data:`CG_PRODUCTS` products with the mean's and
     the variance cache's right-hand sides (:func:`product_seconds`), plus ``refine="auto"``'s
     evaluations (:func:`refine_evaluations`; ``rbf``: the kernel's contraction is the
     tiled one). Like :func:`exact_seconds`, fixed rather than timed, so that a call gets

@@ -77,8 +77,9 @@ PRECOND_BYTES = 3 * 2**29
 #: n: on 198 000 rows of the exact-cluster set (8 inputs, σ² = 0.015 in y's units), the
 #: trace error tr(K − LLᵀ)/nσ² was 13.1, 5.9 and 2.3 at ranks 1 016 (what PRECOND_BYTES
 #: allows there), 2 048 and 4 096, and after 20 CG iterations y's relative residual was
-#: 1.02, 0.28 and 0.024 (benchmarks/results/exact-cluster/fit-198000/session20); the
-#: factor at rank 4 096 (6.5 GB) took 105 s, about one pass of the posterior's solve
+#: 1.02, 0.28 and 0.024 (benchmarks/results/exact-cluster/fit-198000/session20). At
+#: rank 4 096 (6.5 GB) the factor took 105 s, the whole preconditioner with LᵀL and its
+#: Woodbury factor 184-199 s in the whole fits: about two of their 41 passes
 PRECOND_MIN_RANK = 4096
 #: ``objective()`` (the exact NLML by one Cholesky) is offered up to this many rows
 DENSE_OBJECTIVE_MAX = 8000
