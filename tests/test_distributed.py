@@ -513,7 +513,9 @@ def test_kernel_products_on_the_cluster_equal_in_process(client, kernel_name, bl
     assert len(there._groups) >= 4  # several tasks, each a run of blocks
     for V in (torch.randn(700, generator=g, dtype=torch.float64),
               torch.randn(700, 5, generator=g, dtype=torch.float64)):
-        a, b = here.matmul(V), there.matmul(V)
+        with thread_limit(1):  # the workers' threads: float32 GEMMs block by thread count
+            a = here.matmul(V)
+        b = there.matmul(V)
         assert a.shape == b.shape == V.shape
         assert float((a - b).norm() / a.norm()) <= 1e-12
     X_new = torch.randn(9, 3, generator=g, dtype=torch.float64)  # predictions: in process
@@ -532,11 +534,16 @@ def test_the_exact_gp_on_every_row_sends_its_products_to_the_cluster(client):
     y = np.sin(2 * X[:, 0]) + 0.1 * rng.standard_normal(800)
     opts = dict(method="exact", solver="cg", subsample=200, precond_rank=20, seed=0,
                 max_iter=20)
-    here = gpscale.fit(X, y, **opts)
-    with distributed.get_task_stream(client) as stream:
-        there = gpscale.fit(X, y, scheduler=client, **opts)
+    # one thread in this process too, as on the workers: every product, sum and
+    # factorisation then rounds alike (the refinement's line search would otherwise turn
+    # rounding into other steps after tens of evaluations)
+    with thread_limit(1):
+        here = gpscale.fit(X, y, **opts)
+        with distributed.get_task_stream(client) as stream:
+            there = gpscale.fit(X, y, scheduler=client, **opts)
     ran = [t["key"] for t in stream.data]
     assert any("_block_products" in str(k) for k in ran), ran[:5]  # on the workers
+    assert any("_extend_block" in str(k) for k in ran), ran[:5]  # the factor's rows too
     assert isinstance(there.model, IterativeExactGP) and there.model.client is None
     a, b = here.result.history[-1], there.result.history[-1]
     assert a["iterations"] == b["iterations"] and a["passes"] == b["passes"]
@@ -558,7 +565,8 @@ def test_the_refinement_on_every_row_contracts_on_the_cluster(client):
     kernel.base.lengthscale = torch.tensor([0.7, 1.3, 2.0], dtype=torch.float64)
     left = torch.randn(600, 3, generator=g, dtype=torch.float64)
     right = torch.randn(600, 3, generator=g, dtype=torch.float64)
-    here = KernelOperator(kernel, X, 0.05, block=64).contraction(left, right)
+    with thread_limit(1):
+        here = KernelOperator(kernel, X, 0.05, block=64).contraction(left, right)
     with distributed.get_task_stream(client) as stream:
         there = gd.ClusterOperator(kernel, X, 0.05, client, block=64).contraction(left, right)
     assert any("_block_contractions" in str(t["key"]) for t in stream.data)
@@ -571,7 +579,73 @@ def test_the_refinement_on_every_row_contracts_on_the_cluster(client):
     y = np.sin(2 * Xn[:, 0]) + 0.1 * rng.standard_normal(700)
     opts = dict(method="exact", solver="cg", subsample=200, precond_rank=20, seed=0,
                 refine=3, probes=4)
-    a = gpscale.fit(Xn, y, **opts)
-    b = gpscale.fit(Xn, y, scheduler=client, **opts)
+    with thread_limit(1):  # as above
+        a = gpscale.fit(Xn, y, **opts)
+        b = gpscale.fit(Xn, y, scheduler=client, **opts)
     for u, v in zip(a.model.parameters(), b.model.parameters()):
         torch.testing.assert_close(v, u, rtol=1e-9, atol=1e-12)
+
+
+@pytest.mark.parametrize("copies", [False, True])
+def test_the_preconditioners_factor_is_built_and_applied_on_the_workers(client, copies):
+    """Randomly pivoted Cholesky with the cluster's store (:class:`ClusterFactor`) keeps
+    L's rows on the workers and equals the in-process factor (the same pivots; the
+    kernel blocks' rounding differs); its products, LᵀL and the Woodbury apply equal
+    the dense ones, and its blocks are freed with it."""
+    import gc
+
+    from gpscale.kernels import make_kernel
+    from gpscale.linalg.lowrank import factor_gram, factor_tmatmul, low_rank_inverse, rp_cholesky
+    from gpscale.linalg.operator import KernelOperator
+
+    g = torch.Generator().manual_seed(7)
+    X = torch.randn(700, 3, generator=g, dtype=torch.float64)
+    kernel = make_kernel("rbf-ard", 3)
+    kernel.base.lengthscale = torch.tensor([0.7, 1.3, 2.0], dtype=torch.float64)
+    scale = torch.randint(1, 4, (700,), generator=g).to(torch.float64).sqrt() if copies else None
+    here = KernelOperator(kernel, X, 0.05, block=64)
+    there = gd.ClusterOperator(kernel, X, 0.05, client, block=64)
+    assert len(there._groups) >= 4
+    opts = dict(block=16, seed=1, scale=scale)
+    with thread_limit(1):
+        near = rp_cholesky(kernel, X, 90, store=here.factor_store(90, scale), **opts)
+    L = near.L
+    with distributed.get_task_stream(client) as stream:
+        far = rp_cholesky(kernel, X, 90, store=there.factor_store(90, scale), **opts)
+        R = torch.randn(700, 4, generator=g, dtype=torch.float64)
+        W = torch.randn(90, 4, generator=g, dtype=torch.float64)
+        products = (far @ W, factor_tmatmul(far, R), factor_gram(far))
+    ran = {str(t["key"]).split("-")[0] for t in stream.data}
+    assert {"_block_pivot_columns", "_extend_block", "_rows_of", "_rows_times",
+            "_rows_t_times", "_gram_of"} <= ran
+    assert isinstance(far, gd.ClusterFactor) and far.shape == L.shape == (700, 90)
+    dense = far @ torch.eye(90, dtype=torch.float64)
+    assert torch.equal(dense, L)  # the same steps on each block of rows
+    with thread_limit(1):  # the same row blocks, added in the same order
+        same = (near @ W, factor_tmatmul(near, R), factor_gram(near))
+    for got, want, dense_product in zip(products, same, (L @ W, L.mT @ R, L.mT @ L)):
+        assert torch.equal(got, want)
+        assert float((got - dense_product).norm() / dense_product.norm()) <= 1e-12
+    a = low_rank_inverse(L, torch.tensor(0.05, dtype=torch.float64), scale=scale)(R)
+    b = low_rank_inverse(far, torch.tensor(0.05, dtype=torch.float64), scale=scale)(R)
+    assert float((a - b).norm() / a.norm()) <= 1e-9
+    # stopped early by the trace test: the blocks are trimmed to the rank found
+    tol = 0.05 * float(kernel.diag(X).sum())
+    short = rp_cholesky(kernel, X, 200, store=here.factor_store(200, scale), abs_tol=tol,
+                        **opts).L
+    far_short = rp_cholesky(kernel, X, 200, store=there.factor_store(200, scale), abs_tol=tol,
+                            **opts)
+    assert short.shape[1] < 200 and far_short.shape == short.shape
+    widths = client.gather([client.submit(lambda b: b.shape[1], blk, pure=False)
+                            for blk in far_short._blocks])
+    assert set(widths) == {short.shape[1]}
+    del far, far_short
+    gc.collect()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        keys = [str(k) for ks in client.has_what().values() for k in ks]
+        if not any(k.startswith(("_empty_rows", "_first_columns")) for k in keys):
+            break
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"the factor's blocks stayed on the workers: {keys}")

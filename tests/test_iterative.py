@@ -403,13 +403,14 @@ def test_the_preconditioners_cap_keeps_a_rank_floor_where_memory_allows(monkeypa
     assert precond_cap(big, available=half) == 3000
     assert precond_cap(big, available=2**20) == 1016  # never below PRECOND_BYTES' rank
     assert precond_cap(big, itemsize=4) == PRECOND_MIN_RANK  # float32: 2 033 by bytes
-    # the model asks for it with the memory the machine has
+    # the model asks for it with the memory its operator has (here: this machine's)
+    from gpscale.linalg import operator
     X, y, _ = _data(300)
     monkeypatch.setattr(iterative, "PRECOND_BYTES", 8 * 300 * 10)  # rank 10 by bytes
     monkeypatch.setattr(iterative, "PRECOND_MIN_RANK", 40)
-    monkeypatch.setattr(iterative, "available_memory", lambda: 2 * 8 * 300 * 25)
+    monkeypatch.setattr(operator, "available_memory", lambda: 2 * 8 * 300 * 25)
     it = IterativeExactGP.from_exact(_exact(X, y), precond_tol=0.0, variance="lanczos",
                                      variance_options={"block_size": 2, "steps": 1})
     assert it.solve_info["precond_rank"] == 25
-    monkeypatch.setattr(iterative, "available_memory", lambda: None)
+    monkeypatch.setattr(operator, "available_memory", lambda: None)
     assert it.solve(warm=False)["precond_rank"] == 40

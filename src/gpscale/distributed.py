@@ -40,8 +40,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import torch
 
-from .kernels.chunked import block_matmul
+from .kernels.chunked import block_matmul, dense_block, prepare_columns
 from .linalg.gram import add_upper_gram_, mirror_upper
+from .linalg.lowrank import extend_rows, ordered_sum, pivot_columns
 from .linalg.operator import KernelOperator, contract_rows, row_blocks
 from .preprocessing import Moments, Standardizer, chunk_moments
 from .sizes import CHUNK_BYTES
@@ -266,7 +267,8 @@ class ClusterOperator(KernelOperator):
     once, when the operator is made; each product then sends V (n x k) and gets back
     the row blocks of K V, about ``tasks_per_worker`` tasks per worker, each a run of the
     operator's own row blocks (so the blocks and their sums are the in-process ones).
-    Products with other rows (predictions, preconditioner pivots) stay in process."""
+    Products with other rows (predictions) stay in process; the preconditioner's factor
+    is built and kept on the workers (:meth:`factor_store`)."""
 
     def __init__(self, kernel: Any, X: torch.Tensor, noise: torch.Tensor | float,
                  client: Any, block: int | None = None,
@@ -304,6 +306,190 @@ class ClusterOperator(KernelOperator):
         parts = self.client.gather(futures)
         device = left.device
         return [sum(p[i] for p in parts).to(device) for i in range(len(parts[0]))]
+
+
+    def factor_store(self, capacity: int, scale: torch.Tensor | None = None) -> ClusterFactor:
+        """A preconditioner's factor whose row blocks are built and kept on the workers
+        (:class:`ClusterFactor`), not in this process."""
+        return ClusterFactor(self, capacity, scale)
+
+    def factor_memory(self) -> int | None:
+        """The workers' memory limits added up (None where a worker has none): the
+        factor's rows live there."""
+        limits = [w.get("memory_limit") or 0
+                  for w in self.client.scheduler_info().get("workers", {}).values()]
+        return sum(limits) if limits and all(limits) else None
+
+
+class ClusterFactor:
+    """A tall factor L (n x r) whose rows live on the dask workers, one block of rows per
+    task group of a :class:`ClusterOperator`, each block pinned to one worker: randomly
+    pivoted Cholesky builds it there (:func:`gpscale.linalg.lowrank.rp_cholesky` with
+    ``store=``), and the Woodbury apply of the preconditioner
+    (:func:`gpscale.linalg.lowrank.low_rank_inverse`) multiplies with it there. Only
+    n-vectors and r-sized blocks travel; the client never holds n x r numbers, so the
+    factor may use the workers' memory added up (:meth:`ClusterOperator.factor_memory`).
+
+    Rounds of the build (:func:`~gpscale.linalg.lowrank.rp_cholesky` draws the pivots S
+    and finds H = G_S's eigendecomposition T in the client): :meth:`pivot_block` has
+    every worker form G_b = K(X_b, X_S) − L_b L_Sᵀ for its block (kept there) and send
+    back the rows of G at S; :meth:`extend` has it write F_b = G_b T into its block, in
+    place, and send back ‖F_i‖² of its rows: the in-process steps
+    (:class:`~gpscale.linalg.lowrank.DenseFactor`), one block of rows at a time. A
+    block is preallocated at ``capacity`` columns and trimmed to the rank found by
+    :meth:`factor`. The blocks are freed with this object."""
+
+    def __init__(self, op: ClusterOperator, capacity: int,
+                 scale: torch.Tensor | None = None) -> None:
+        self.client, self.n, self.capacity = op.client, op.n, int(capacity)
+        self.dtype, self.device = op.dtype, op.device
+        self.rank = 0
+        self._op, self._scale = op, None if scale is None else scale.to(op.X)
+        self._bounds = [(g[0][0], g[-1][1]) for g in op._groups]
+        workers = sorted(self.client.scheduler_info().get("workers", {}))
+        self._where = [[workers[i % len(workers)]] for i in range(len(self._bounds))]
+        self._blocks = [self.client.submit(_empty_rows, e - s, self.capacity, self.dtype,
+                                           workers=w, pure=False)
+                        for (s, e), w in zip(self._bounds, self._where)]
+        self._scales = [None] * len(self._bounds) if scale is None else [
+            self.client.scatter(_cpu(self._scale[s:e]), workers=w, hash=False)
+            for (s, e), w in zip(self._bounds, self._where)]
+        self._G: list[Any] = []
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.n, self.rank)
+
+    def _on_blocks(self, fn: Callable[..., Any], blocks: Sequence[Any], *args: Any,
+                   per_block: Sequence[Sequence[Any]] = ()) -> list[Any]:
+        """Futures of ``fn(blocks[i], *per_block[i], *args)``, each on its block's worker."""
+        extra = per_block or [()] * len(blocks)
+        return [self.client.submit(fn, b, *x, *args, workers=w, pure=False)
+                for b, w, x in zip(blocks, self._where, extra)]
+
+    def _each(self, fn: Callable[..., Any], *args: Any, per_block: Sequence[Any] = ()
+              ) -> list[Any]:
+        """``fn(block, *per_block[i], *args)`` on every block's worker, gathered in order."""
+        return self.client.gather(self._on_blocks(fn, self._blocks, *args,
+                                                  per_block=per_block))
+
+    def _local(self, S: torch.Tensor) -> tuple[list[torch.Tensor], list[tuple]]:
+        """For each block: the positions in S of its pivots, and their row numbers in it."""
+        picks = [((S >= s) & (S < e)).nonzero().reshape(-1) for s, e in self._bounds]
+        return picks, [(_cpu(S[i] - s),) for i, (s, _) in zip(picks, self._bounds)]
+
+    # -- the build (rp_cholesky's store) ---------------------------------------------
+    def pivot_block(self, S: torch.Tensor, m: int) -> torch.Tensor:
+        """Has every worker form G_b = K(X_b, X_S) − L_b L_Sᵀ (scaled) and returns G_S."""
+        op, S = self._op, S.to(self.device)
+        picks, local = self._local(S)
+        L_S = op.X.new_zeros(S.numel(), m)
+        if m:
+            for i, rows in zip(picks, self._each(_rows_of, m, per_block=local)):
+                L_S[i] = rows.to(L_S)
+        cols = prepare_columns(op.form, op.X[S])
+        s_S = None if self._scale is None else _cpu(self._scale[S])
+        form, X, _ = op._there
+        shared = self.client.scatter([type(cols)(*(_cpu(t) for t in cols)), _cpu(L_S), s_S],
+                                     broadcast=True, hash=False)
+        per = [(X, b, sc) for b, sc in zip(self._bounds, self._scales)]
+        self._G = self._on_blocks(_block_pivot_columns, self._blocks, form, *shared, m,
+                                  per_block=per)
+        H = L_S.new_zeros(S.numel(), S.numel())
+        for i, rows in zip(picks, self.client.gather(
+                self._on_blocks(_rows_of, self._G, None, per_block=local))):
+            H[i] = rows.to(H)
+        return H
+
+    def extend(self, T: torch.Tensor, m: int) -> torch.Tensor:
+        """Every block writes F_b = G_b T into columns m, m + 1, ... and returns ‖F_i‖²."""
+        T_there = self.client.scatter(_cpu(T), broadcast=True, hash=False)
+        per = [(G,) for G in self._G]
+        parts = self._each(_extend_block, T_there, m, per_block=per)
+        self._G = []
+        return torch.cat(parts).to(self.device)
+
+    def factor(self, m: int) -> ClusterFactor:
+        """This factor, of rank m (blocks trimmed to m columns when fewer)."""
+        if m < self.capacity:
+            self._blocks = [self.client.submit(_first_columns, b, m, workers=w, pure=False)
+                            for b, w in zip(self._blocks, self._where)]
+        self.rank = self.capacity = m
+        return self
+
+    # -- products (low_rank_inverse's and the probes' operations) --------------------
+    def __matmul__(self, W: torch.Tensor) -> torch.Tensor:
+        """L W (n x k) from W (r x k)."""
+        W_there = self.client.scatter(_cpu(W), broadcast=True, hash=False)
+        return torch.cat(self._each(_rows_times, W_there)).to(W)
+
+    def _by_row_block(self, fn: Callable[..., Any], *args: Any, per_block: Sequence = ()
+                      ) -> torch.Tensor:
+        """The sum over the operator's row blocks of ``fn(rows of L, *per_block[i],
+        *args)``, added here in block order (as
+        :class:`~gpscale.linalg.lowrank.BlockedFactor` adds them), one part at a time."""
+        extra = per_block or [()] * len(self._blocks)
+        futures = []
+        for b, w, x, group in zip(self._blocks, self._where, extra, self._op._groups):
+            start = group[0][0]
+            futures += [self.client.submit(fn, b, s - start, e - start, *x, *args,
+                                           workers=w, pure=False) for s, e in group]
+        return ordered_sum(f.result() for f in futures).to(self.device)
+
+    def t_matmul(self, R: torch.Tensor) -> torch.Tensor:
+        """Lᵀ R (r x k) from R (n x k)."""
+        parts = [(self.client.scatter(_cpu(R[s:e]), workers=w, hash=False),)
+                 for (s, e), w in zip(self._bounds, self._where)]
+        return self._by_row_block(_rows_t_times, per_block=parts).to(R)
+
+    def gram(self) -> torch.Tensor:
+        """LᵀL (r x r)."""
+        return self._by_row_block(_gram_of)
+
+
+def _empty_rows(rows: int, capacity: int, dtype: torch.dtype) -> torch.Tensor:
+    return torch.zeros(rows, capacity, dtype=dtype)
+
+
+def _rows_of(block: torch.Tensor, local: torch.Tensor, m: int | None) -> torch.Tensor:
+    return block[local, :m].clone()
+
+
+def _block_pivot_columns(block: torch.Tensor, X: torch.Tensor, bounds: tuple[int, int],
+                         scale: Any, form: Any, cols: Any, L_S: torch.Tensor, s_S: Any,
+                         m: int) -> torch.Tensor:
+    """One block's G_b = K(X_b, X_S) − L_b L_Sᵀ in a round of :meth:`ClusterFactor.pivot_block`."""
+    _worker_threads()
+    s, e = bounds
+    return pivot_columns(dense_block(form, X[s:e], cols).to(block.dtype), block[:, :m], L_S,
+                         scale, s_S)
+
+
+def _extend_block(block: torch.Tensor, G: torch.Tensor, T: torch.Tensor, m: int
+                  ) -> torch.Tensor:
+    """One block's share of :meth:`ClusterFactor.extend`: writes into ``block`` in place
+    (the worker's own object, held by the factor's future)."""
+    _worker_threads()
+    return extend_rows(block, G, T, m)
+
+
+def _first_columns(block: torch.Tensor, m: int) -> torch.Tensor:
+    return block[:, :m].clone()
+
+
+def _rows_times(block: torch.Tensor, W: torch.Tensor) -> torch.Tensor:
+    _worker_threads()
+    return block @ W.to(block)
+
+
+def _rows_t_times(block: torch.Tensor, lo: int, hi: int, R: torch.Tensor) -> torch.Tensor:
+    _worker_threads()
+    return block[lo:hi].mT @ R[lo:hi].to(block)
+
+
+def _gram_of(block: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
+    _worker_threads()
+    return block[lo:hi].mT @ block[lo:hi]
 
 
 def _block_contractions(bounds: Sequence[tuple[int, int]], kernel: Any, form: Any, cols: Any,

@@ -169,6 +169,14 @@ def kernel_slab(form: StationaryForm | GenericForm, X1: torch.Tensor,
     return _map_(form, _left(form, X1, cols) @ cols.B.mT)
 
 
+def dense_block(form: StationaryForm | GenericForm, X1: torch.Tensor,
+                cols: Columns) -> torch.Tensor:
+    """K(X1, X2) as a dense matrix in the columns' dtype, the output scale included."""
+    if isinstance(form, GenericForm):
+        return form.kernel(X1, cols.B)
+    return kernel_slab(form, X1, cols).mul_(form.scale)
+
+
 @torch.no_grad()
 def block_matmul(form: StationaryForm | GenericForm, X1: torch.Tensor, cols: Columns,
                  V: torch.Tensor, tile_rows: int = TILE_ROWS, tile_cols: int = TILE_COLS

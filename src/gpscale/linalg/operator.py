@@ -24,12 +24,14 @@ from ..kernels.chunked import (
     StationaryForm,
     auto_block,
     block_matmul,
+    dense_block,
     kernel_contraction,
     kernel_form,
-    kernel_slab,
     prepare_columns,
     rbf_contraction,
 )
+from ..sizes import available_memory
+from .lowrank import DenseFactor
 
 __all__ = ["KernelOperator", "row_blocks", "contract_rows", "BLOCK_ROWS"]
 
@@ -212,7 +214,25 @@ class KernelOperator:
             if getattr(self, "_cols_full", None) is None:
                 self._cols_full = prepare_columns(self.form, self.X)
             cols = self._cols_full
-        return kernel_slab(self.form, X1.to(self.X), cols).mul_(self.form.scale)
+        return dense_block(self.form, X1.to(self.X), cols)
+
+    @torch.no_grad()
+    def kernel_columns(self, index: torch.Tensor) -> torch.Tensor:
+        """K(X, X[index]) in X's dtype (columns for randomly pivoted Cholesky)."""
+        return dense_block(self.form, self.X, prepare_columns(self.form, self.X[index]))
+
+    def factor_store(self, capacity: int, scale: torch.Tensor | None = None) -> DenseFactor:
+        """Where a preconditioner's factor of K (with ``scale``: of S K S) is built by
+        :func:`~gpscale.linalg.lowrank.rp_cholesky`: a tensor in this process, of at
+        most ``capacity`` columns, whose sums run over this operator's row blocks
+        (:class:`~gpscale.linalg.lowrank.BlockedFactor`; a cluster's operator keeps the
+        rows on its workers)."""
+        return DenseFactor(self.kernel_columns, self.n, capacity, self.dtype, self.device,
+                           scale, block=self.block)
+
+    def factor_memory(self) -> int | None:
+        """Bytes the memory holding that factor has free (None: unknown)."""
+        return available_memory()
 
     def diag(self) -> torch.Tensor:
         """diag(K) + σ² (n,)."""

@@ -46,7 +46,6 @@ from ..linalg.lowrank import low_rank_inverse, pivoted_cholesky, rp_cholesky
 from ..linalg.operator import KernelOperator
 from ..params import Positive
 from ..progress import progress_bar
-from ..sizes import available_memory
 from ..validation import as_test_inputs, check_xy
 from .base import GPModel, MeanAndVariance, dtype_name, no_data
 from .copies import Copies, MergedRows, keep_copies, noise_diagonal
@@ -132,7 +131,9 @@ class IterativeExactGP(MergedRows, GPModel):
     seed : seeds the variance cache's draws.
     copies : as :class:`ExactGP` (rows that are means of copies of one input).
     client : a dask.distributed Client: the products K V run on its workers
-        (:class:`gpscale.distributed.ClusterOperator`); not saved with the model.
+        (:class:`gpscale.distributed.ClusterOperator`), and the preconditioner's factor
+        is built and kept there (:class:`gpscale.distributed.ClusterFactor`); not saved
+        with the model.
     """
 
     title = "Exact GP (iterative: preconditioned CG)"
@@ -320,9 +321,12 @@ class IterativeExactGP(MergedRows, GPModel):
         ``precond_rank``: randomly pivoted Cholesky ("rpchol", Chen et al. 2023; kernel
         rows in blocks, GEMMs) grown until tr(K − LLᵀ) ≤ ``precond_tol`` · nσ², or
         greedy pivoted Cholesky ("pivchol"); None for "none" or rank 0. With copies, L
-        is a factor of S K S, S = diag(√c) (:meth:`preconditioner`)."""
+        is a factor of S K S, S = diag(√c) (:meth:`preconditioner`). "rpchol" builds L
+        where ``op`` keeps it (:meth:`KernelOperator.factor_store`): here, or with a
+        ``client`` on the workers (:class:`gpscale.distributed.ClusterFactor`), and the
+        default rank's memory is that place's."""
         rank = min(self.precond_rank, self.n) if self.precond_rank is not None else \
-            precond_cap(self.n, self.X.element_size(), available_memory())
+            precond_cap(self.n, self.X.element_size(), op.factor_memory())
         self._rank_used = 0 if self.precond == "none" else rank
         if self.precond == "none" or rank == 0:
             return None
@@ -331,9 +335,9 @@ class IterativeExactGP(MergedRows, GPModel):
             L = pivoted_cholesky(self.kernel, self.X, rank)
             L = L if scale is None else L * scale[:, None]
         else:
-            L = rp_cholesky(self.kernel, self.X, rank, seed=self.seed, rows=op.rows,
+            L = rp_cholesky(self.kernel, self.X, rank, seed=self.seed,
                             abs_tol=self.precond_tol * self.n * float(self.noise.detach()),
-                            scale=scale)
+                            scale=scale, store=op.factor_store(rank, scale))
         self._rank_used = L.shape[1]
         return L
 

@@ -42,7 +42,7 @@ from typing import Any
 import torch
 
 from ..linalg.cg import cg
-from ..linalg.lowrank import low_rank_inverse
+from ..linalg.lowrank import factor_gram, low_rank_inverse
 from ..params import FLOOR_MARGIN, inv_softplus, positive_params
 from .result import FitResult, theta_of
 
@@ -80,7 +80,7 @@ class ProbeDraws:
     def probes(self, L: torch.Tensor | None, noise: float,
                scale: torch.Tensor | None = None) -> torch.Tensor:
         Z = self.diag * math.sqrt(noise)
-        Z = Z if L is None else Z.addmm_(L, self.low)
+        Z = Z if L is None else Z.add_(L @ self.low)  # L: a tensor or a factor object
         return Z if scale is None else Z.div_(scale[:, None].to(Z))
 
 
@@ -158,7 +158,7 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
         """L (and LᵀL, the probes' draws) at the current hyperparameters."""
         with torch.no_grad():
             L = model.precond_factor(model.operator(model.solve_dtype))
-        state.update(L=L, gram=None if L is None else L.mT @ L, first=None,
+        state.update(L=L, gram=None if L is None else factor_gram(L), first=None,
                      draws=ProbeDraws(model.n, 0 if L is None else L.shape[1], probes,
                                       seed, model.X.dtype, model.X.device))
 
