@@ -307,7 +307,6 @@ class ClusterOperator(KernelOperator):
         device = left.device
         return [sum(p[i] for p in parts).to(device) for i in range(len(parts[0]))]
 
-
     def factor_store(self, capacity: int, scale: torch.Tensor | None = None) -> ClusterFactor:
         """A preconditioner's factor whose row blocks are built and kept on the workers
         (:class:`ClusterFactor`), not in this process."""
