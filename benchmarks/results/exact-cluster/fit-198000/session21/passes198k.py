@@ -4,11 +4,14 @@ loaded by the other runs), then the default preconditioner (randomly pivoted Cho
 rank cap 4 096) and PASSES passes of the posterior's CG (y and 64 pathwise samples) at
 the library's defaults: argv[1] = 'inproc' or a worker count (a LocalCluster of
 single-threaded workers), argv[2] = output folder. One JSON line: preconditioner
-seconds, seconds per pass, the residuals, client and worker peak RSS."""
+seconds, seconds per pass (the solve after the preconditioner over the passes, so with
+the variance probes' set-up), the seconds of each whole CG iteration between two
+products (product, Woodbury apply, vector updates), the residuals, client and worker
+peak RSS."""
 import json, resource, sys, time, warnings
 from pathlib import Path
 
-PASSES = 4
+PASSES = 5
 
 
 def main():
@@ -40,6 +43,19 @@ def main():
     with connect(workers=workers) as client:
         model = IterativeExactGP.from_exact(small, Xs, ys, solve=False, seed=0, client=client,
                                             max_iter=PASSES)
+        starts = []  # when each product C V starts: one CG iteration lies between two
+        make = model.operator
+
+        def timed(*args, **kwargs):
+            op = make(*args, **kwargs)
+            matmul = op.matmul
+
+            def stamped(V):
+                starts.append(time.perf_counter())
+                return matmul(V)
+            op.matmul = stamped
+            return op
+        model.operator = timed
         t0 = time.perf_counter()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", RuntimeWarning)  # not converged in PASSES
@@ -48,6 +64,7 @@ def main():
         rec.update({k: info[k] for k in ("precond_rank", "precond_seconds", "passes",
                                          "residuals")})
         rec["s_per_pass"] = (info["seconds"] - info["precond_seconds"]) / info["passes"]
+        rec["s_iterations"] = [b - a for a, b in zip(starts, starts[1:])]
         if client is not None:
             rss = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
             rec["worker_rss_gib"] = sorted(v / 2**20 for v in rss.values())
