@@ -28,6 +28,7 @@ when a cluster is asked for (:func:`connect`).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import copy
 import itertools
@@ -426,14 +427,25 @@ class ClusterFactor:
                       ) -> torch.Tensor:
         """The sum over the operator's row blocks of ``fn(rows of L, *per_block[i],
         *args)``, added here in block order (as
-        :class:`~gpscale.linalg.lowrank.BlockedFactor` adds them), one part at a time."""
+        :class:`~gpscale.linalg.lowrank.BlockedFactor` adds them), one part at a time.
+        At most two parts per worker are asked for ahead of the sum, so that a worker
+        does not hold every part of its rows at once (LᵀL's are r x r each)."""
         extra = per_block or [()] * len(self._blocks)
-        futures = []
-        for b, w, x, group in zip(self._blocks, self._where, extra, self._op._groups):
-            start = group[0][0]
-            futures += [self.client.submit(fn, b, s - start, e - start, *x, *args,
-                                           workers=w, pure=False) for s, e in group]
-        return ordered_sum(f.result() for f in futures).to(self.device)
+        tasks = [(b, w, s - group[0][0], e - group[0][0], x)
+                 for b, w, x, group in zip(self._blocks, self._where, extra, self._op._groups)
+                 for s, e in group]
+        ahead = 2 * len({w[0] for w in self._where})
+
+        def parts() -> Iterator[torch.Tensor]:
+            pending: collections.deque = collections.deque()
+            for i in range(len(tasks)):
+                while len(pending) < ahead and i + len(pending) < len(tasks):
+                    b, w, lo, hi, x = tasks[i + len(pending)]
+                    pending.append(self.client.submit(fn, b, lo, hi, *x, *args, workers=w,
+                                                      pure=False))
+                yield pending.popleft().result()
+
+        return ordered_sum(parts()).to(self.device)
 
     def t_matmul(self, R: torch.Tensor) -> torch.Tensor:
         """Lᵀ R (r x k) from R (n x k)."""
