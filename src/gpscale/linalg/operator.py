@@ -199,11 +199,6 @@ class KernelOperator:
                              row_blocks(self.n, self.block), left, right)
 
     @torch.no_grad()
-    def rows(self, index: torch.Tensor) -> torch.Tensor:
-        """K(X[index], X) in X's dtype (rows for a pivoted Cholesky)."""
-        return self.cross(self.X[index])
-
-    @torch.no_grad()
     def cross(self, X1: torch.Tensor) -> torch.Tensor:
         """K(X1, X) as a dense matrix (X1 small), in X's dtype."""
         if isinstance(self.form, GenericForm):
