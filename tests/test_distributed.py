@@ -396,6 +396,22 @@ def test_streamed_sum_has_the_cluster_tree(k):
     assert gd._stream_sum([Node(str(i))] for i in range(k))[0].s == cluster_tree(k)
 
 
+@given(st.integers(0, 300), st.integers(1, 40))
+@settings(max_examples=80, deadline=None)
+def test_row_blocks_are_cut_into_runs_of_nearly_equal_length(items, count):
+    runs = gd.even_runs(list(range(items)), count)
+    assert [i for run in runs for i in run] == list(range(items))  # in order, all kept
+    assert len(runs) == min(count, items)
+    lengths = [len(run) for run in runs]
+    assert all(lengths) and max(lengths, default=0) - min(lengths, default=0) <= 1
+    assert lengths == sorted(lengths, reverse=True)
+
+
+def test_two_workers_share_25_row_blocks_13_and_12():
+    runs = gd.even_runs(list(range(25)), 4)
+    assert [len(r) for r in runs] == [7, 6, 6, 6]  # was 7, 7, 7, 4: 14 and 11 per worker
+
+
 _HX, _HY = make_data(90, seed=13)
 _HSCALER = Standardizer.fit(_HX, _HY)
 _HF = RandomFourierFeatures(D, 8, seed=4)

@@ -262,6 +262,19 @@ def _block_products(bounds: Sequence[tuple[int, int]], form: Any, X: torch.Tenso
     return torch.cat([block_matmul(form, X[s:e], cols, V) for s, e in bounds])
 
 
+def even_runs(items: Sequence[Any], count: int) -> list[list[Any]]:
+    """``items`` cut into ``count`` consecutive runs (fewer where there are fewer items)
+    whose lengths differ by at most one, the longer first: 25 row blocks in 4 tasks are
+    7, 6, 6, 6 (so two workers hold 13 and 12), not 7, 7, 7, 4 (14 and 11)."""
+    count = min(max(1, int(count)), len(items))
+    if not count:
+        return []
+    size, extra = divmod(len(items), count)
+    edges = list(itertools.accumulate([size + 1] * extra + [size] * (count - extra),
+                                      initial=0))
+    return [list(items[a:b]) for a, b in zip(edges, edges[1:])]
+
+
 class ClusterOperator(KernelOperator):
     """A :class:`~gpscale.linalg.operator.KernelOperator` whose products K(X, X) V run
     on a dask cluster: X, the kernel's form and the prepared columns go to every worker
@@ -277,9 +290,7 @@ class ClusterOperator(KernelOperator):
         super().__init__(kernel, X, noise, block, block_dtype)
         self.client = client
         workers = max(1, len(client.scheduler_info().get("workers", {})))
-        blocks = row_blocks(self.n, self.block)
-        per = max(1, -(-len(blocks) // (tasks_per_worker * workers)))
-        self._groups = [blocks[i:i + per] for i in range(0, len(blocks), per)]
+        self._groups = even_runs(row_blocks(self.n, self.block), tasks_per_worker * workers)
         cols = type(self.cols)(*(_cpu(t) for t in self.cols))
         self._there = client.scatter([self.form, _cpu(self.X), cols], broadcast=True,
                                      hash=False)
