@@ -602,6 +602,80 @@ def test_the_refinement_on_every_row_contracts_on_the_cluster(client):
         torch.testing.assert_close(v, u, rtol=1e-9, atol=1e-12)
 
 
+@pytest.mark.parametrize("kernel_name", ["rbf-ard", "matern32-ard", "linear"])
+def test_rectangles_of_k_multiply_and_contract_on_the_cluster(client, kernel_name):
+    """:meth:`ClusterOperator.range_products` / :meth:`~ClusterOperator.range_contraction`
+    (GPCV-ADMM's K_VT, K_TV and K_TT on the rows [X_T; X_V]) against the dense blocks
+    and the in-process contraction, for the fast RBF path, the vjp path and a kernel
+    without a stationary form."""
+    from gpscale.kernels import make_kernel
+    from gpscale.train.admm import rank1_vjp
+
+    g = torch.Generator().manual_seed(11)
+    X = torch.randn(430, 3, generator=g, dtype=torch.float64)
+    kernel = make_kernel(kernel_name, 3)
+    op = gd.ClusterOperator(kernel, X, 0.0, client, block=40)
+    params = [p for p in kernel.parameters() if p.requires_grad]
+    for rows, cols in [((0, 250), (0, 250)), ((250, 430), (0, 250)), ((0, 250), (250, 430)),
+                       ((17, 18), (3, 429)), (None, None)]:
+        r0, r1 = rows or (0, 430)
+        c0, c1 = cols or (0, 430)
+        V = torch.randn(c1 - c0, 2, generator=g, dtype=torch.float64)
+        with torch.no_grad():
+            dense = kernel(X[r0:r1], X[c0:c1])
+        KV = op.range_products(rows, cols, V)
+        assert float((KV - dense @ V).norm() / (dense @ V).norm()) <= 1e-12
+        Kv = op.range_products(rows, cols, V[:, 0])  # a vector in, a vector out
+        assert Kv.shape == (r1 - r0,)
+        torch.testing.assert_close(Kv, KV[:, 0], rtol=1e-12, atol=1e-13)
+        a = torch.randn(r1 - r0, generator=g, dtype=torch.float64)
+        b = torch.randn(c1 - c0, generator=g, dtype=torch.float64)
+        with thread_limit(1):
+            want = rank1_vjp(kernel, X[r0:r1], X[c0:c1], a, b, block=64)
+        got = op.range_contraction(rows, cols, a[:, None], b[:, None])
+        assert len(got) == len(params)
+        for p, grad in zip(params, got):
+            torch.testing.assert_close(grad, want[p], rtol=1e-10, atol=1e-12)
+    with pytest.raises(ValueError, match="not within"):
+        op.range_products((0, 431), None, torch.zeros(430))
+    with pytest.raises(ValueError, match="rows for"):
+        op.range_products((0, 10), (0, 20), torch.zeros(10))
+
+
+def test_admm_hocv_sends_its_recomputed_products_to_the_cluster(client):
+    """``gpscale.fit(method="admm-hocv", scheduler=...)`` with the kernel blocks
+    recomputed (``memory="chunked"``): the z-step's products, the θ-gradient's
+    contractions and the scale's solve run as tasks on the workers, and the fit equals
+    the in-process one; in dense mode the blocks are held here and nothing is sent."""
+    rng = np.random.default_rng(8)
+    X = rng.uniform(-2, 2, (360, 2))
+    y = np.sin(2 * X[:, 0]) * np.cos(X[:, 1]) + 0.1 * rng.standard_normal(360)
+    opts = dict(method="admm-hocv", seed=0, memory="chunked", block=50, max_iter=4,
+                eps=1e-9)
+    with thread_limit(1):
+        here = gpscale.fit(X, y, **opts)
+        with distributed.get_task_stream(client) as stream:
+            there = gpscale.fit(X, y, scheduler=client, **opts)
+    ran = [str(t["key"]) for t in stream.data]
+    assert any("_block_products" in k for k in ran), ran[:5]
+    assert any("_block_contractions" in k for k in ran), ran[:5]
+    assert len(here.result.history) == len(there.result.history) == 5  # start + 4
+    for a, b in zip(here.result.history, there.result.history):
+        assert b["cv_loss"] == pytest.approx(a["cv_loss"], rel=1e-9)
+        assert b.get("cg_iters") == a.get("cg_iters")
+    assert there.result.history[-1]["scale_factor"] == pytest.approx(
+        here.result.history[-1]["scale_factor"], rel=1e-9)
+    for u, v in zip(here.model.parameters(), there.model.parameters()):
+        torch.testing.assert_close(v, u, rtol=1e-8, atol=1e-12)
+    X_new = rng.uniform(-2, 2, (25, 2))
+    np.testing.assert_allclose(there.predict(X_new), here.predict(X_new), rtol=1e-8,
+                               atol=1e-10)
+
+    with distributed.get_task_stream(client) as stream:  # dense: K_TT, K_VT held here
+        gpscale.fit(X, y, scheduler=client, **{**opts, "memory": "dense"})
+    assert not any("_block_products" in str(t["key"]) for t in stream.data)
+
+
 @pytest.mark.parametrize("copies", [False, True])
 def test_the_preconditioners_factor_is_built_and_applied_on_the_workers(client, copies):
     """Randomly pivoted Cholesky with the cluster's store (:class:`ClusterFactor`) keeps

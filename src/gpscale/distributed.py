@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import torch
 
-from .kernels.chunked import block_matmul, dense_block, prepare_columns
+from .kernels.chunked import Columns, block_matmul, dense_block, prepare_columns
 from .linalg.gram import add_upper_gram_, mirror_upper
 from .linalg.lowrank import extend_rows, ordered_sum, pivot_columns
 from .linalg.operator import KernelOperator, contract_rows, row_blocks
@@ -254,12 +254,20 @@ def fold_map(client: Any, fn: Callable[..., Any], items: Iterable[Any], **shared
 # -- kernel products: the exact GP's reduction -----------------------------------------
 
 def _block_products(bounds: Sequence[tuple[int, int]], form: Any, X: torch.Tensor,
-                    cols: Any, V: torch.Tensor) -> torch.Tensor:
-    """K(X[s:e], X) V for consecutive row blocks (s, e), stacked: one task's share of a
-    product (a pure function of the kernel's form, the rows, their prepared columns and
-    V; :func:`gpscale.kernels.chunked.block_matmul`)."""
+                    cols: Any, columns: tuple[int, int], V: torch.Tensor) -> torch.Tensor:
+    """K(X[s:e], X[c0:c1]) V for consecutive row blocks (s, e), stacked, with (c0, c1) =
+    ``columns``: one task's share of a product (a pure function of the kernel's form,
+    the rows, their prepared columns and V;
+    :func:`gpscale.kernels.chunked.block_matmul`)."""
     _worker_threads()
+    cols = _column_range(cols, columns)
     return torch.cat([block_matmul(form, X[s:e], cols, V) for s, e in bounds])
+
+
+def _column_range(cols: Columns, columns: tuple[int, int]) -> Columns:
+    """The prepared columns of rows c0..c1 (the same centre, so the same numbers)."""
+    c0, c1 = columns
+    return cols if (c0, c1) == (0, cols.B.shape[0]) else Columns(cols.B[c0:c1], cols.centre)
 
 
 def even_runs(items: Sequence[Any], count: int) -> list[list[Any]]:
@@ -281,42 +289,85 @@ class ClusterOperator(KernelOperator):
     once, when the operator is made; each product then sends V (n x k) and gets back
     the row blocks of K V, about ``tasks_per_worker`` tasks per worker, each a run of the
     operator's own row blocks (so the blocks and their sums are the in-process ones).
-    Products with other rows (predictions) stay in process; the preconditioner's factor
-    is built and kept on the workers (:meth:`factor_store`)."""
+    Products and contractions of one rectangle of K, K(X[r0:r1], X[c0:c1]), run there
+    too (:meth:`range_products`, :meth:`range_contraction`: GPCV-ADMM's K_VT and K_TT
+    on the rows [X_T; X_V]). Products with other rows (predictions) stay in process; the
+    preconditioner's factor is built and kept on the workers (:meth:`factor_store`)."""
 
     def __init__(self, kernel: Any, X: torch.Tensor, noise: torch.Tensor | float,
                  client: Any, block: int | None = None,
                  block_dtype: torch.dtype | None = None, tasks_per_worker: int = 2) -> None:
         super().__init__(kernel, X, noise, block, block_dtype)
         self.client = client
-        workers = max(1, len(client.scheduler_info().get("workers", {})))
-        self._groups = even_runs(row_blocks(self.n, self.block), tasks_per_worker * workers)
+        self._tasks = tasks_per_worker * max(1, len(client.scheduler_info().get("workers",
+                                                                                 {})))
+        self._groups = self._runs((0, self.n))
         cols = type(self.cols)(*(_cpu(t) for t in self.cols))
         self._there = client.scatter([self.form, _cpu(self.X), cols], broadcast=True,
                                      hash=False)
 
+    def _runs(self, rows: tuple[int, int]) -> list[list[tuple[int, int]]]:
+        """The row blocks of rows r0..r1 in runs of nearly equal length, one per task."""
+        r0, r1 = rows
+        blocks = [(r0 + s, r0 + e) for s, e in row_blocks(r1 - r0, self.block)]
+        return even_runs(blocks, self._tasks)
+
+    def _range(self, span: tuple[int, int] | None) -> tuple[int, int]:
+        a, b = (0, self.n) if span is None else (int(span[0]), int(span[1]))
+        if not 0 <= a <= b <= self.n:
+            raise ValueError(f"row range {span} is not within the operator's {self.n} rows")
+        return a, b
+
     def row_products(self, X1: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
         if X1 is not self.X:
             return super().row_products(X1, V)
-        form, X, cols = self._there
-        V_there = self.client.scatter(_cpu(V), broadcast=True, hash=False)
-        futures = [self.client.submit(_block_products, g, form, X, cols, V_there, pure=False)
-                   for g in self._groups]
-        return torch.cat(self.client.gather(futures)).to(V.device)
+        return self.range_products(None, None, V)
 
+    @torch.no_grad()
+    def range_products(self, rows: tuple[int, int] | None, columns: tuple[int, int] | None,
+                       V: torch.Tensor) -> torch.Tensor:
+        """K(X[r0:r1], X[c0:c1]) V on the workers, for row ranges ``rows`` = (r0, r1) and
+        ``columns`` = (c0, c1) of the operator's X (None: all rows); V ((c1 − c0,) or
+        (c1 − c0, k), in X's dtype) is sent once."""
+        (r0, r1), span = self._range(rows), self._range(columns)
+        if V.shape[0] != span[1] - span[0]:
+            raise ValueError(f"V has {V.shape[0]} rows for {span[1] - span[0]} columns")
+        V2 = V[:, None] if V.ndim == 1 else V
+        groups = self._groups if (r0, r1) == (0, self.n) else self._runs((r0, r1))
+        if groups:
+            form, X, cols = self._there
+            V_there = self.client.scatter(_cpu(V2), broadcast=True, hash=False)
+            futures = [self.client.submit(_block_products, g, form, X, cols, span, V_there,
+                                          pure=False) for g in groups]
+            out = torch.cat(self.client.gather(futures)).to(V.device)
+        else:
+            out = V2.new_zeros(0, V2.shape[1])
+        return out[:, 0] if V.ndim == 1 else out
 
     def contraction(self, left: torch.Tensor, right: torch.Tensor) -> list[torch.Tensor]:
         """As :meth:`KernelOperator.contraction`, one task per group of row blocks (the
         kernel at its current values, left and right sent once per call); the
         gradients are summed here, in the order of the kernel's trainable parameters."""
+        return self.range_contraction(None, None, left, right)
+
+    def range_contraction(self, rows: tuple[int, int] | None,
+                          columns: tuple[int, int] | None, left: torch.Tensor,
+                          right: torch.Tensor) -> list[torch.Tensor]:
+        """Gradients of ⟨left rightᵀ, K(X[r0:r1], X[c0:c1])⟩ in the kernel's trainable
+        parameters (their order), left (r1 − r0) x k and right (c1 − c0) x k: one task
+        per run of row blocks, summed here."""
+        (r0, r1), span = self._range(rows), self._range(columns)
+        groups = self._groups if (r0, r1) == (0, self.n) else self._runs((r0, r1))
         form, X, cols = self._there
         here = self.kernel if self.X.device.type == "cpu" else copy.deepcopy(self.kernel).cpu()
         kernel, lr = self.client.scatter([here, [_cpu(left), _cpu(right)]],
                                          broadcast=True, hash=False)
-        futures = [self.client.submit(_block_contractions, g, kernel, form, cols, X, lr,
-                                      pure=False) for g in self._groups]
+        futures = [self.client.submit(_block_contractions, g, kernel, form, cols, X, r0, span,
+                                      lr, pure=False) for g in groups]
         parts = self.client.gather(futures)
         device = left.device
+        if not parts:
+            return [torch.zeros_like(p) for p in self.kernel.parameters() if p.requires_grad]
         return [sum(p[i] for p in parts).to(device) for i in range(len(parts[0]))]
 
     def factor_store(self, capacity: int, scale: torch.Tensor | None = None) -> ClusterFactor:
@@ -515,12 +566,15 @@ def _gram_of(block: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
 
 
 def _block_contractions(bounds: Sequence[tuple[int, int]], kernel: Any, form: Any, cols: Any,
-                        X: torch.Tensor, left_right: Sequence[torch.Tensor]
-                        ) -> list[torch.Tensor]:
+                        X: torch.Tensor, r0: int, columns: tuple[int, int],
+                        left_right: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """One task's share of a distributed contraction
-    (:func:`gpscale.linalg.operator.contract_rows`)."""
+    (:func:`gpscale.linalg.operator.contract_rows`) of the rows from r0 (where ``left``
+    starts) against the columns ``columns``."""
     _worker_threads()
-    return contract_rows(kernel, form, cols, X, list(bounds), *left_right)
+    c0, c1 = columns
+    return contract_rows(kernel, form, _column_range(cols, columns), X[r0:],
+                         [(s - r0, e - r0) for s, e in bounds], *left_right, X2=X[c0:c1])
 
 
 def _cpu(t: Any) -> Any:

@@ -49,12 +49,14 @@ def row_blocks(n: int, block: int) -> list[tuple[int, int]]:
 
 def contract_rows(kernel: Any, form: StationaryForm | GenericForm, cols: Columns,
                   X: torch.Tensor, bounds: list[tuple[int, int]], left: torch.Tensor,
-                  right: torch.Tensor) -> list[torch.Tensor]:
-    """Σ over the row ranges (s, e) of the gradients of ⟨left_{s:e} rightᵀ, K(X_{s:e}, X)⟩,
-    in the order of the kernel's trainable parameters (a pure function: one task's share
-    of a distributed contraction). An RBF under Scale wrappers contracts by tiles in the
-    dtype of ``cols`` (:func:`~gpscale.kernels.chunked.rbf_contraction`); any other
-    kernel through ``kernel.vjp`` on float64 slabs."""
+                  right: torch.Tensor, X2: torch.Tensor | None = None) -> list[torch.Tensor]:
+    """Σ over the row ranges (s, e) of the gradients of ⟨left_{s:e} rightᵀ, K(X_{s:e}, X2)⟩
+    (``cols`` prepared from X2; X2 = X by default), in the order of the kernel's
+    trainable parameters (a pure function: one task's share of a distributed
+    contraction). An RBF under Scale wrappers contracts by tiles in the dtype of
+    ``cols`` (:func:`~gpscale.kernels.chunked.rbf_contraction`); any other kernel
+    through ``kernel.vjp`` on float64 slabs."""
+    X2 = X if X2 is None else X2
     params = [p for p in kernel.parameters() if p.requires_grad]
     if isinstance(form, StationaryForm) and form.kind == "rbf":
         total = torch.zeros((), dtype=left.dtype, device=left.device)
@@ -65,9 +67,9 @@ def contract_rows(kernel: Any, form: StationaryForm | GenericForm, cols: Columns
         grads = _rbf_gradients(kernel, form, total, S)
         return [grads.get(p, torch.zeros_like(p)) for p in params]
     out = [torch.zeros_like(p) for p in params]
-    sub = auto_block(X.shape[0], X.shape[0], X.element_size(), CONTRACTION_BYTES)
+    sub = auto_block(X.shape[0], X2.shape[0], X.element_size(), CONTRACTION_BYTES)
     for s, e in bounds:
-        part = kernel_contraction(kernel, X[s:e], X, left[s:e], right, sub)
+        part = kernel_contraction(kernel, X[s:e], X2, left[s:e], right, sub)
         for acc, p in zip(out, params):
             if p in part:
                 acc += part[p]

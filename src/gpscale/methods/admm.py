@@ -36,7 +36,8 @@ def _admm(fit_fn, name: str):
 
 register_method("admm-hocv", _admm(fit_admm_hocv, "admm-hocv"),
                 "exact GP, hold-out cross-validation by GPCV-ADMM: predictive accuracy "
-                "rather than likelihood, O(n²) per iteration")
+                "rather than likelihood, O(n²) per iteration; kernel products recomputed "
+                "by row blocks (beyond memory) on the cluster's workers", cluster=True)
 register_method("admm-kfold", _admm(fit_admm_kfold, "admm-kfold"),
                 "exact GP, K-fold cross-validation by per-fold GPCV-ADMM (averaged θ): as "
                 "admm-hocv with every row validated once; folds in parallel",

@@ -30,6 +30,7 @@ side on kin40k: benchmarks/results/admm-quality.md.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import torch
 
@@ -57,8 +58,9 @@ class HoldoutADMM(HoldoutLagrangian):
     """
 
     def __init__(self, model: ExactGP, X_T: torch.Tensor, y_T: torch.Tensor,
-                 X_V: torch.Tensor, y_V: torch.Tensor, opts: ADMMOptions) -> None:
-        super().__init__(model, X_T, y_T, X_V, y_V, opts)
+                 X_V: torch.Tensor, y_V: torch.Tensor, opts: ADMMOptions,
+                 client: Any = None) -> None:
+        super().__init__(model, X_T, y_T, X_V, y_V, opts, client)
         self.descent = DescentMemory(opts)
         self.theta_update = THETA_STEPS[opts.coupling](self, self.descent)
         self.grad_norm = math.nan  # ‖∂L_ρ/∂θ‖ at the start of the last θ-step

@@ -77,6 +77,7 @@ def fit_admm_hocv(
     progress: bool = False,
     on_divergence: str = "warn",
     scale: str = "ml",
+    client: Any = None,
     **overrides: Any,
 ) -> FitResult:
     """Hold-out GPCV-ADMM (Algorithm 1) on the model's data; method ``admm-hocv``.
@@ -92,7 +93,10 @@ def fit_admm_hocv(
     :class:`~gpscale.train.admm.run.ADMMDivergenceError` is raised.
     ``scale="ml"`` (default) then sets the overall variance scale, which CV leaves
     undetermined, to its maximum-likelihood value by one CG solve (``"keep"``: as ADMM
-    left it; see :mod:`gpscale.train.admm.scale`).
+    left it; see :mod:`gpscale.train.admm.scale`). With ``client`` (a dask.distributed
+    Client) the kernel products and contractions that are recomputed by row blocks
+    (``memory="chunked"``, or K_TT and K_VT beyond ``dense_bytes``) and the scale's
+    solve run on its workers (:class:`~gpscale.train.admm.ops.KernelOps`).
 
     The defaults are the paper's (fixed ρ = 5, λ⁰ = 1, ε = 1e-2, z held in the
     θ-step), with which θ moves little per iteration (see
@@ -110,10 +114,10 @@ def fit_admm_hocv(
                     else validation_split(model.n, validation))
     idx_T, idx_V = idx_T.to(model.X.device), idx_V.to(model.X.device)
     state = HoldoutADMM(model, model.X[idx_T], model.y[idx_T], model.X[idx_V],
-                        model.y[idx_V], opts)
+                        model.y[idx_V], opts, client)
     state.init()
     out = run_holdout(state, opts.max_iter, progress, "GPCV-ADMM (hold-out)", t0)
-    return finish_fit(out, model, "admm-hocv", t0, on_divergence, scale, opts)
+    return finish_fit(out, model, "admm-hocv", t0, on_divergence, scale, opts, client)
 
 
 #: options of the tangent-θ-step variant used in the benchmarks (``coupling="tangent"``,

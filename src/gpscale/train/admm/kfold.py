@@ -223,7 +223,7 @@ def fit_admm_kfold(model: ExactGP, k: int = 2, *, seed: int | torch.Generator | 
                                 if o["reason"] == "diverged"),
            "cv_loss": kfold_cv_loss(model, folds, opts.cg_tol),
            "n_evals": sum(o["n_evals"] for o in outs)}
-    return finish_fit(out, model, "admm-kfold", t0, on_divergence, scale, opts)
+    return finish_fit(out, model, "admm-kfold", t0, on_divergence, scale, opts, client)
 
 
 def fit_admm_consensus(model: ExactGP, k: int = 2, *, seed: int | torch.Generator | None = 0,
@@ -320,7 +320,7 @@ def fit_admm_consensus(model: ExactGP, k: int = 2, *, seed: int | torch.Generato
     _set_raw(model, probe, final)
     out = {"history": history, "reason": reason, "message": message,
            "cv_loss": kfold_cv_loss(model, folds, opts.cg_tol), "n_evals": n_evals}
-    return finish_fit(out, model, "admm-consensus", t0, on_divergence, scale, opts)
+    return finish_fit(out, model, "admm-consensus", t0, on_divergence, scale, opts, client)
 
 
 def _set_raw(model: ExactGP, probe: HoldoutADMM, theta: torch.Tensor) -> None:

@@ -20,13 +20,15 @@ memory, no O(n³) step. Kernel blocks are held densely when they fit in
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
 from ...kernels.chunked import auto_block
 from ...linalg import cg
 from ...models.exact import ExactGP
 from ...params import positive_params
-from .ops import KernelOps, rank1_vjp
+from .ops import KernelOps
 from .options import ADMMOptions, dense_blocks
 
 
@@ -39,7 +41,8 @@ class HoldoutLagrangian:
     """
 
     def __init__(self, model: ExactGP, X_T: torch.Tensor, y_T: torch.Tensor,
-                 X_V: torch.Tensor, y_V: torch.Tensor, opts: ADMMOptions) -> None:
+                 X_V: torch.Tensor, y_V: torch.Tensor, opts: ADMMOptions,
+                 client: Any = None) -> None:
         opts.check()
         if X_T.shape[0] < 1 or X_V.shape[0] < 1:
             raise ValueError("both the training and the validation part need at least one "
@@ -62,6 +65,7 @@ class HoldoutLagrangian:
         self.lam = torch.zeros_like(self.y_T)
         self.n_evals = 0
         self.ops: KernelOps | None = None  # products at the current θ, built on first use
+        self.client = client  # a dask client: chunked products on its workers
 
     # -- θ as one raw vector -----------------------------------------------------------
     def theta(self) -> torch.Tensor:
@@ -88,7 +92,7 @@ class HoldoutLagrangian:
         """Products with K_VT, K_VTᵀ and C at the current θ."""
         if self.ops is None:
             self.ops = KernelOps(self.model.kernel, self.model.noise, self.X_T, self.X_V,
-                                 self.dense, self.block)
+                                 self.dense, self.block, self.client)
         return self.ops
 
     # -- L_ρ and its θ-gradient (eq. 11, 17–18) ---------------------------------------------
@@ -113,14 +117,14 @@ class HoldoutLagrangian:
     def grad_with(self, e: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         """∂/∂θ of ‖y_V − K_VT z‖² + wᵀ(C z − y_T) at fixed z and w (eq. 18 with
         λ + ρ r replaced by w), plus the consensus term's gradient."""
-        g1 = rank1_vjp(self.model.kernel, self.X_V, self.X_T, -2.0 * e, self.z, self.block)
+        g1 = self.kernel_ops().vjp("V", -2.0 * e, self.z)
         return self.jt(w, self.z, g1) + self.prox_grad()
 
     def jt(self, w: torch.Tensor, z: torch.Tensor,
            extra: dict[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """Jᵀ w with J = ∂(C(θ) z)/∂θ (raw space): the contraction ⟨w zᵀ, ∂C/∂θ⟩, plus
         ``extra`` kernel-parameter gradients."""
-        g2 = rank1_vjp(self.model.kernel, self.X_T, self.X_T, w, z, self.block)
+        g2 = self.kernel_ops().vjp("T", w, z)
         extra = extra or {}
         parts = []
         for p in self.kparams:

@@ -5,6 +5,7 @@ of the θ-gradient (eq. 17–18)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -27,19 +28,32 @@ def rank1_vjp(kernel: Kernel, X1: torch.Tensor, X2: torch.Tensor, a: torch.Tenso
 
 
 class KernelOps:
-    """Products with K_VT, K_VTᵀ and C = K_TT + σ²I at the kernel's current θ.
+    """Products with K_VT, K_VTᵀ and C = K_TT + σ²I at the kernel's current θ, and the
+    θ-gradient's contractions with K_VT and K_TT.
 
     Dense mode holds K_VT and K_TT, each evaluated on its first use (then BLAS
-    products); chunked mode recomputes row blocks on every product. Either way the
+    products); chunked mode recomputes row blocks on every product — on the workers
+    of ``client`` (a dask.distributed Client) when one is given: the rows [X_T; X_V] go
+    there once, as a :class:`~gpscale.distributed.ClusterOperator` whose rectangles
+    K_TT, K_VT and K_TV are the products' and contractions' (the cluster is not used in
+    dense mode, where holding the blocks beats recomputing them). Either way the
     kernel's parameters must not change while the object is in use; a dense block
     first needed after such a change raises instead of mixing two θ.
     """
 
     def __init__(self, kernel: Kernel, noise: torch.Tensor, X_T: torch.Tensor,
-                 X_V: torch.Tensor, dense: bool, block: int | None) -> None:
+                 X_V: torch.Tensor, dense: bool, block: int | None, client: Any = None
+                 ) -> None:
         self.kernel, self.X_T, self.X_V, self.dense = kernel, X_T, X_V, dense
         self.s2 = noise.detach()
         self.block = block
+        n_T = X_T.shape[0]
+        self._span = {"T": (0, n_T), "V": (n_T, n_T + X_V.shape[0])}
+        self.cluster = None
+        if client is not None and not dense:
+            from ...distributed import ClusterOperator
+            self.cluster = ClusterOperator(kernel, torch.cat([X_T, X_V]), 0.0, client,
+                                           block=block)
         self._KVT: torch.Tensor | None = None
         self._KTT: torch.Tensor | None = None
         self._versions = self._param_versions()
@@ -78,43 +92,65 @@ class KernelOps:
                 self.kernel, self.X_T, self.s2, kind, rank, K=self.KTT)
         return self._pinv[kind, rank]
 
-    def _mm(self, X1: torch.Tensor, X2: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    def _part(self, name: str) -> torch.Tensor:
+        return self.X_T if name == "T" else self.X_V
+
+    def _mm(self, rows: str, cols: str, v: torch.Tensor) -> torch.Tensor:
+        """K(X_rows, X_cols) v recomputed by row blocks, rows and cols "T" or "V"."""
+        if self.cluster is not None:
+            return self.cluster.range_products(self._span[rows], self._span[cols], v)
         with torch.no_grad():
-            return kernel_matmul(self.kernel, X1, X2, v, block=self.block)
+            return kernel_matmul(self.kernel, self._part(rows), self._part(cols), v,
+                                 block=self.block)
 
     def kvt(self, v: torch.Tensor) -> torch.Tensor:
         """K_VT v."""
-        return self.KVT @ v if self.dense else self._mm(self.X_V, self.X_T, v)
+        return self.KVT @ v if self.dense else self._mm("V", "T", v)
 
     def kvt_t(self, u: torch.Tensor) -> torch.Tensor:
         """K_VTᵀ u (= K_TV u: kernels are symmetric)."""
-        return self.KVT.mT @ u if self.dense else self._mm(self.X_T, self.X_V, u)
+        return self.KVT.mT @ u if self.dense else self._mm("T", "V", u)
 
     def c(self, v: torch.Tensor) -> torch.Tensor:
         """C v = K_TT v + σ² v."""
-        kv = self.KTT @ v if self.dense else self._mm(self.X_T, self.X_T, v)
+        kv = self.KTT @ v if self.dense else self._mm("T", "T", v)
         return kv + self.s2 * v
+
+    def vjp(self, rows: str, a: torch.Tensor, b: torch.Tensor
+            ) -> dict[torch.Tensor, torch.Tensor]:
+        """Gradients of aᵀ K(X_rows, X_T) b (rows "V" or "T") in every trainable kernel
+        parameter (:func:`rank1_vjp`; on the cluster when there is one)."""
+        if self.cluster is None:
+            return rank1_vjp(self.kernel, self._part(rows), self.X_T, a, b, self.block)
+        grads = self.cluster.range_contraction(self._span[rows], self._span["T"],
+                                               a[:, None], b[:, None])
+        params = [p for p in self.kernel.parameters() if p.requires_grad]
+        return dict(zip(params, grads))
 
 
 def solve_full(model, tol: float = 1e-8, max_iter: int | None = None, precond_rank: int = 50,
                block: int | None = None, preconditioner: str = "pivchol",
-               dense_bytes: int = 2**30) -> tuple[torch.Tensor, CGInfo]:
+               dense_bytes: int = 2**30, client: Any = None) -> tuple[torch.Tensor, CGInfo]:
     """α = C⁻¹(y − m), C = K + σ²I on an ExactGP's full data, by CG with a
     rank-``precond_rank`` preconditioner (``"pivchol"``: pivoted Cholesky, ``"grief"``:
     GRIEF eigenfunctions, ``"none"``; see :mod:`gpscale.models.precond`). K is held
     densely when its n² entries fit in ``dense_bytes`` (one kernel evaluation, then
     BLAS products); otherwise every product recomputes it over row blocks of ``block``
-    rows: O(n² · iterations) time, O(n · block) memory. No O(n³) step either way."""
+    rows: O(n² · iterations) time, O(n · block) memory — on the workers of ``client``
+    (a dask.distributed Client) when given. No O(n³) step either way."""
     check_preconditioner(preconditioner, precond_rank)
     with torch.no_grad():
         s2 = model.noise.detach()
         r = model.y - model.mean_constant.detach()
         X = model.X
         K = model.kernel(X) if X.shape[0] ** 2 * X.element_size() <= dense_bytes else None
-
-        def matvec(V: torch.Tensor) -> torch.Tensor:
-            KV = K @ V if K is not None else model.kernel.matmul(X, X, V, block)
-            return KV + s2 * V
+        if K is None and client is not None:
+            from ...distributed import ClusterOperator
+            matvec = ClusterOperator(model.kernel, X, s2, client, block=block).matmul
+        else:
+            def matvec(V: torch.Tensor) -> torch.Tensor:
+                KV = K @ V if K is not None else model.kernel.matmul(X, X, V, block)
+                return KV + s2 * V
 
         precond = kernel_preconditioner(model.kernel, X, s2, preconditioner, precond_rank, K=K)
         return cg(matvec, r, precond=precond, tol=tol, max_iter=max_iter)

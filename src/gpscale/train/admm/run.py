@@ -123,17 +123,18 @@ def scale_cg_options(opts: ADMMOptions, n: int) -> dict[str, Any]:
 
 
 def finish_fit(out: dict[str, Any], model: ExactGP, method: str, t0: float,
-               on_divergence: str, scale: str, opts: ADMMOptions) -> FitResult:
+               on_divergence: str, scale: str, opts: ADMMOptions, client: Any = None
+               ) -> FitResult:
     """FitResult from a run's dict; warn or raise on divergence (model keeps best θ).
 
     After a run that ended normally (converged or max_iter), ``scale="ml"`` sets the
     overall variance scale, which the CV loss cannot identify, to its maximum-likelihood
     value (:mod:`gpscale.train.admm.scale`); the factor goes into the last history row
     as ``scale_factor`` (None: not applicable); its CG solve is set by
-    :func:`scale_cg_options`. Diverged or interrupted runs keep the
-    best θ exactly as it was."""
+    :func:`scale_cg_options` (on ``client``'s workers when given). Diverged or
+    interrupted runs keep the best θ exactly as it was."""
     if scale == "ml" and out["history"] and out["reason"] in ("converged", "max_iter"):
-        factor = calibrate_scale(model, **scale_cg_options(opts, model.n))
+        factor = calibrate_scale(model, **scale_cg_options(opts, model.n), client=client)
         out["history"][-1] = {**out["history"][-1], "scale_factor": factor,
                               "theta_before_scale": out["history"][-1].get("theta")}
     result = FitResult(method=method, theta=theta_of(model), objective=out["cv_loss"],

@@ -16,6 +16,8 @@ full data: O(n²) per CG iteration, no O(n³) step, no change to the CV loss.
 
 from __future__ import annotations
 
+from typing import Any
+
 from ...kernels import Kernel, Scale
 from ...kernels.base import Product, Sum
 from ...kernels.stationary import Linear
@@ -40,12 +42,13 @@ def scale_handles(kernel: Kernel) -> list[tuple[Kernel, str]] | None:
 
 def ml_scale_factor(model: ExactGP, tol: float = 1e-8, max_iter: int | None = None,
                     precond_rank: int = 50, block: int | None = None,
-                    preconditioner: str = "pivchol", dense_bytes: int = 2**30) -> float:
+                    preconditioner: str = "pivchol", dense_bytes: int = 2**30,
+                    client: Any = None) -> float:
     """c = (y − m)ᵀ C⁻¹ (y − m) / n at the model's θ: multiplying every signal variance
     and σ² by c maximises the marginal likelihood over the overall scale (CG solve:
-    :func:`~gpscale.train.admm.ops.solve_full`)."""
+    :func:`~gpscale.train.admm.ops.solve_full`, on ``client``'s workers when given)."""
     alpha, _ = solve_full(model, tol, max_iter, precond_rank, block, preconditioner,
-                          dense_bytes)
+                          dense_bytes, client)
     r = model.y - model.mean_constant.detach()
     return float(r @ alpha) / r.shape[0]
 
