@@ -32,13 +32,13 @@ class KernelOps:
     θ-gradient's contractions with K_VT and K_TT.
 
     Dense mode holds K_VT and K_TT, each evaluated on its first use (then BLAS
-    products); chunked mode recomputes row blocks on every product — on the workers
-    of ``client`` (a dask.distributed Client) when one is given: the rows [X_T; X_V] go
-    there once, as a :class:`~gpscale.distributed.ClusterOperator` whose rectangles
-    K_TT, K_VT and K_TV are the products' and contractions' (the cluster is not used in
-    dense mode, where holding the blocks beats recomputing them). Either way the
-    kernel's parameters must not change while the object is in use; a dense block
-    first needed after such a change raises instead of mixing two θ.
+    products); chunked mode recomputes row blocks on every product — on the workers of
+    ``client`` (a dask.distributed Client) when one is given: the rows [X_T; X_V] go
+    there once per θ (per object), as a :class:`~gpscale.distributed.ClusterOperator`
+    whose rectangles K_TT, K_VT and K_TV are the products' and contractions' (the
+    cluster is not used in dense mode, where holding the blocks beats recomputing
+    them). Either way the kernel's parameters must not change while the object is in
+    use; a dense block first needed after such a change raises instead of mixing two θ.
     """
 
     def __init__(self, kernel: Kernel, noise: torch.Tensor, X_T: torch.Tensor,
