@@ -133,6 +133,25 @@ def test_cli_fit_on_parquet_with_workers_and_streamed_parquet_predictions(tmp_pa
     assert pq.read_table(tmp_path / "test.parquet").num_rows == 70
 
 
+def test_cli_admm_hocv_with_workers_equals_the_fit_in_process(tmp_path):
+    """``gpscale fit --method admm-hocv --workers 2`` with recomputed kernel blocks: its
+    products run on the local cluster, and the model predicts as the in-process one."""
+    X, y = make_data(300, seed=9)
+    write_parquet(tmp_path / "train", X, y)
+    opts = ["memory=chunked", "block=64", "max_iter=3"]
+    fit = _gpscale("fit", "--data", "train/*.parquet", "--target", "y", "--method",
+                   "admm-hocv", "--workers", "2", "--seed", "0",
+                   *[a for o in opts for a in ("--option", o)], "--out", "m.pt", cwd=tmp_path)
+    assert fit.returncode == 0, fit.stderr
+    there = gpscale.load(tmp_path / "m.pt")
+    here = gpscale.fit(tmp_path / "train", target="y", method="admm-hocv", seed=0,
+                       memory="chunked", block=64, max_iter=3)
+    assert [r.get("cv_loss") for r in there.result.history] == pytest.approx(
+        [r.get("cv_loss") for r in here.result.history], rel=1e-6)
+    Xt, _ = make_data(40, seed=10)
+    np.testing.assert_allclose(there.predict(Xt), here.predict(Xt), rtol=1e-6, atol=1e-8)
+
+
 def test_sample_rows_is_uniform_seeded_and_the_same_on_a_cluster(client, tmp_path):
     from gpscale.io import open_source
     from gpscale.io.sample import sample_rows
