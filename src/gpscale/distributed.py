@@ -264,21 +264,6 @@ def _block_products(bounds: Sequence[tuple[int, int]], form: Any, X: torch.Tenso
     return torch.cat([block_matmul(form, X[s:e], cols, V) for s, e in bounds])
 
 
-#: tensors up to this many bytes go inside the tasks that use them; larger ones are
-#: scattered to every worker first (one copy each, whatever the number of tasks)
-INLINE_BYTES = 2**20
-
-
-def _to_every_worker(client: Any, value: torch.Tensor | list[torch.Tensor]) -> Any:
-    """``value`` as a task argument: itself when small (one message per task, no round
-    trip before the tasks: a z-step's one-vector products are a few tenths of a second
-    of work), else a future of its copy on every worker."""
-    parts = value if isinstance(value, list) else [value]
-    if sum(t.numel() * t.element_size() for t in parts) <= INLINE_BYTES:
-        return value
-    return client.scatter(value, broadcast=True, hash=False)
-
-
 def _column_range(cols: Columns, columns: tuple[int, int]) -> Columns:
     """The prepared columns of rows c0..c1 (the same centre, so the same numbers)."""
     c0, c1 = columns
@@ -351,7 +336,7 @@ class ClusterOperator(KernelOperator):
         groups = self._groups if (r0, r1) == (0, self.n) else self._runs((r0, r1))
         if groups:
             form, X, cols = self._there
-            V_there = _to_every_worker(self.client, _cpu(V2))
+            V_there = self.client.scatter(_cpu(V2), broadcast=True, hash=False)
             futures = [self.client.submit(_block_products, g, form, X, cols, span, V_there,
                                           pure=False) for g in groups]
             out = torch.cat(self.client.gather(futures)).to(V.device)
@@ -375,8 +360,8 @@ class ClusterOperator(KernelOperator):
         groups = self._groups if (r0, r1) == (0, self.n) else self._runs((r0, r1))
         form, X, cols = self._there
         here = self.kernel if self.X.device.type == "cpu" else copy.deepcopy(self.kernel).cpu()
-        kernel = self.client.scatter(here, broadcast=True, hash=False)
-        lr = _to_every_worker(self.client, [_cpu(left), _cpu(right)])
+        kernel, lr = self.client.scatter([here, [_cpu(left), _cpu(right)]],
+                                         broadcast=True, hash=False)
         futures = [self.client.submit(_block_contractions, g, kernel, form, cols, X, r0, span,
                                       lr, pure=False) for g in groups]
         parts = self.client.gather(futures)
