@@ -318,6 +318,13 @@ class ClusterOperator(KernelOperator):
             raise ValueError(f"row range {span} is not within the operator's {self.n} rows")
         return a, b
 
+    def _rectangle(self, rows: tuple[int, int] | None, columns: tuple[int, int] | None
+                   ) -> tuple[int, tuple[int, int], list[list[tuple[int, int]]]]:
+        """(r0, (c0, c1), the tasks' runs of row blocks) of K(X[r0:r1], X[c0:c1])."""
+        (r0, r1), span = self._range(rows), self._range(columns)
+        groups = self._groups if (r0, r1) == (0, self.n) else self._runs((r0, r1))
+        return r0, span, groups
+
     def row_products(self, X1: torch.Tensor, V: torch.Tensor) -> torch.Tensor:
         if X1 is not self.X:
             return super().row_products(X1, V)
@@ -329,11 +336,10 @@ class ClusterOperator(KernelOperator):
         """K(X[r0:r1], X[c0:c1]) V on the workers, for row ranges ``rows`` = (r0, r1) and
         ``columns`` = (c0, c1) of the operator's X (None: all rows); V ((c1 − c0,) or
         (c1 − c0, k), in X's dtype) is sent once."""
-        (r0, r1), span = self._range(rows), self._range(columns)
+        _, span, groups = self._rectangle(rows, columns)
         if V.shape[0] != span[1] - span[0]:
             raise ValueError(f"V has {V.shape[0]} rows for {span[1] - span[0]} columns")
         V2 = V[:, None] if V.ndim == 1 else V
-        groups = self._groups if (r0, r1) == (0, self.n) else self._runs((r0, r1))
         if groups:
             form, X, cols = self._there
             V_there = self.client.scatter(_cpu(V2), broadcast=True, hash=False)
@@ -356,8 +362,7 @@ class ClusterOperator(KernelOperator):
         """Gradients of ⟨left rightᵀ, K(X[r0:r1], X[c0:c1])⟩ in the kernel's trainable
         parameters (their order), left (r1 − r0) x k and right (c1 − c0) x k: one task
         per run of row blocks, summed here."""
-        (r0, r1), span = self._range(rows), self._range(columns)
-        groups = self._groups if (r0, r1) == (0, self.n) else self._runs((r0, r1))
+        r0, span, groups = self._rectangle(rows, columns)
         form, X, cols = self._there
         here = self.kernel if self.X.device.type == "cpu" else copy.deepcopy(self.kernel).cpu()
         kernel, lr = self.client.scatter([here, [_cpu(left), _cpu(right)]],
