@@ -233,6 +233,56 @@ def test_project_A_equals_eigenvalue_clipping(p, noise, seed, shift, bounded):
     assert torch.allclose(project_A(A, noise, a_max), ref, rtol=0, atol=1e-12 * noise * p)
 
 
+@settings(max_examples=25, deadline=None)
+@given(p=st.integers(1, 8), seed=st.integers(0, 10_000), noise=st.floats(1e-3, 10.0),
+       mu=st.floats(0.1, 10.0))
+def test_psi_batch_from_the_projection_spectrum_equals_cholesky(p, seed, noise, mu):
+    """MINIMAX's step takes log|A| and its gradient A⁻¹ from the projection's
+    eigendecomposition: equal, value and every gradient, to the Cholesky form."""
+    g = torch.Generator().manual_seed(seed)
+    n, s = 30, 7
+    A, (lam, U) = project_A(torch.randn(p, p, generator=g, dtype=D64), noise,
+                            return_eig=True)
+    assert torch.allclose((U * lam) @ U.T, A, rtol=0, atol=1e-13 * (1 + A.abs().max()))
+    B = project_B(torch.randn(p, p, generator=g, dtype=D64))
+    phi = torch.randn(s, p, generator=g, dtype=D64)
+    y = torch.randn(s, generator=g, dtype=D64)
+    w0 = torch.randn(p, generator=g, dtype=D64)
+    out = []
+    for eig in (None, (n * lam, U)):
+        w = w0.clone().requires_grad_(True)
+        sigma2 = torch.tensor(noise, dtype=D64, requires_grad=True)
+        A_bar = A.clone().requires_grad_(True)
+        value = psi_batch(phi, y, n, w, sigma2, n * A_bar, B, mu, eig=eig)
+        value.backward()
+        out.append((value.detach(), w.grad, sigma2.grad, A_bar.grad))
+    for got, ref in zip(out[1], out[0]):
+        assert torch.allclose(got, ref, rtol=1e-10, atol=1e-10 * (1 + ref.abs().max()))
+
+
+def test_minimax_fit_with_spectral_logdet_equals_cholesky(monkeypatch):
+    """The whole MINIMAX fit, its projections handing their eigendecompositions to the
+    next step, equals the same fit with log|A| by Cholesky at every step."""
+    import gpscale.train.stochastic as stochastic
+
+    X, y = _toy(n=60)
+
+    def fit():
+        return fit_minimax(X, y, RandomFourierFeatures(2, 10, seed=0), batch_size=10,
+                           epochs=3, optimizer="adam", lr=0.02, seed=1)
+
+    model, res = fit()
+    project = stochastic.project_A
+    monkeypatch.setattr(stochastic, "project_A",
+                        lambda A, noise, a_max=None, return_eig=False:
+                        (project(A, noise, a_max), None))
+    ref_model, ref = fit()
+    assert res.objective == pytest.approx(ref.objective, rel=1e-10)
+    assert float(model.noise) == pytest.approx(float(ref_model.noise), rel=1e-9)
+    for a, b in zip(model.features.parameters(), ref_model.features.parameters()):
+        assert torch.allclose(a, b, rtol=1e-8, atol=1e-10)
+
+
 def test_project_A_rejects_non_square():
     with pytest.raises(ValueError, match="square"):
         project_A(torch.zeros(2, 3, dtype=D64), 0.1)

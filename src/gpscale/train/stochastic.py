@@ -198,10 +198,16 @@ def fit_minimax(
     opt_max = make_optimizer(optimizer, [B], lr_max if lr_max is not None else lr)
     steps_per_epoch = math.ceil(n / check_batch_size(batch_size, n))
 
+    # A_bar's eigendecomposition (λ, U) from the last projection: the next step takes
+    # log|A| and its gradient from it instead of a Cholesky factor (None before the first)
+    spectrum = None
+
     def project() -> None:
+        nonlocal spectrum
         with torch.no_grad():
             sigma2.clamp_(min=noise_min, max=zeta_max)
-            A_bar.copy_(project_A(A_bar, sigma2 / n, None if zeta_max is None else zeta_max))
+            projected, spectrum = project_A(A_bar, sigma2 / n, zeta_max, return_eig=True)
+            A_bar.copy_(projected)
             if zeta_max is not None:
                 for p in (w, *alpha):
                     p.clamp_(-zeta_max, zeta_max)
@@ -212,7 +218,9 @@ def fit_minimax(
         s = X_S.shape[0]
         opt_min.zero_grad(set_to_none=True)
         phi = model.features(X_S)
-        loss = (n / s) * psi_batch(phi, y_S, n, w, sigma2, n * A_bar, B.detach(), mu_t)
+        eig = None if spectrum is None else (n * spectrum[0], spectrum[1])
+        loss = (n / s) * psi_batch(phi, y_S, n, w, sigma2, n * A_bar, B.detach(), mu_t,
+                                   eig=eig)
         loss.backward()
         opt_min.step()
         project()

@@ -46,9 +46,29 @@ def batch_F(phi: torch.Tensor, noise: torch.Tensor, n: int) -> torch.Tensor:
     return phi.mT @ phi + (phi.shape[0] / n) * noise * eye
 
 
-def logdet(A: torch.Tensor) -> torch.Tensor:
-    """h(A) = log|A| of a symmetric positive definite A, by (robust) Cholesky."""
+def logdet(A: torch.Tensor, eig: tuple[torch.Tensor, torch.Tensor] | None = None
+           ) -> torch.Tensor:
+    """h(A) = log|A| of a symmetric positive definite A, by (robust) Cholesky; or, when
+    ``eig`` = (λ, U) with A = U diag(λ) Uᵀ is known, from it (:class:`_SpectralLogdet`)."""
+    if eig is not None:
+        return _SpectralLogdet.apply(A, *eig)
     return 2.0 * torch.log(torch.diagonal(robust_cholesky(A))).sum()
+
+
+class _SpectralLogdet(torch.autograd.Function):
+    """log|A| = Σ log λ_k with gradient A⁻¹ = U diag(1/λ) Uᵀ, for an A whose
+    eigendecomposition is already at hand (MINIMAX's projection computes it): one
+    matrix product instead of a Cholesky factor and its inverse."""
+
+    @staticmethod
+    def forward(ctx, A, lam, U):
+        ctx.save_for_backward(lam, U)
+        return torch.log(lam).sum()
+
+    @staticmethod
+    def backward(ctx, grad):
+        lam, U = ctx.saved_tensors
+        return grad * ((U / lam) @ U.mT), None, None
 
 
 def objective_dense(phi: torch.Tensor, y: torch.Tensor, w: torch.Tensor,
@@ -87,19 +107,21 @@ def exact_objective(model, w: torch.Tensor) -> torch.Tensor:
 # -- MINIMAX (§3.1) -------------------------------------------------------------------------
 def psi_batch(phi: torch.Tensor, y: torch.Tensor, n: int, w: torch.Tensor,
               noise: torch.Tensor, A: torch.Tensor, B: torch.Tensor,
-              mu: float) -> torch.Tensor:
+              mu: float, eig: tuple[torch.Tensor, torch.Tensor] | None = None
+              ) -> torch.Tensor:
     """Σ_{i∈S} ψ(ζ, B; x_i, μ) of Eq. (3.3), ζ = (θ, A):
 
         ψ_i = g_i(θ) + h(A)/n + μ ⟨B, A/n − F_i(θ)⟩ / ‖A‖.
 
     ⟨B, Σ_S F_i⟩ = Σ_S φ_iᵀBφ_i + (|S|/n) σ² tr B is formed in O(|S| d²) without F_i.
     Summed over all n rows this is Ψ(ζ, B) = g + h(A) + μ⟨B, A − F⟩/‖A‖ (Eq. 3.2).
+    ``eig``: A's eigendecomposition (λ, U), when known; h(A) is then taken from it.
     """
     s = phi.shape[0]
     frac = s / n
     BF = ((phi @ B) * phi).sum() + frac * noise * torch.diagonal(B).sum()
     penalty = (frac * (B * A).sum() - BF) / torch.linalg.matrix_norm(A)
-    return g_terms(phi, y, w, noise, n).sum() + frac * logdet(A) + mu * penalty
+    return g_terms(phi, y, w, noise, n).sum() + frac * logdet(A, eig) + mu * penalty
 
 
 def psi_full(phi: torch.Tensor, y: torch.Tensor, w: torch.Tensor, noise: torch.Tensor,
@@ -120,19 +142,21 @@ def grad_B(phi: torch.Tensor, n: int, noise: torch.Tensor, A: torch.Tensor,
 
 
 def project_A(A: torch.Tensor, noise: float | torch.Tensor,
-              a_max: float | None = None) -> torch.Tensor:
+              a_max: float | None = None, return_eig: bool = False):
     """Euclidean (Frobenius) projection onto {A = Aᵀ, σ²I ⪯ A ⪯ a_max I}: symmetrise,
     then clip the eigenvalues to [σ², a_max] (§3.1, Ω₁).
 
     There is no shortcut for an A already inside: along a MINIMAX run the clipped
     eigenvalues sit on the bound σ², and a step typically pushes some of them below
-    it, so nearly every projection clips."""
+    it, so nearly every projection clips. ``return_eig``: return (A, (λ, U)), the
+    projected A with its eigendecomposition, for the next step's log|A|."""
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ValueError(f"A must be a square matrix, got shape {tuple(A.shape)}")
     sym = 0.5 * (A + A.mT)
     lam, U = robust_eigh(sym)
     lam = lam.clamp(min=float(noise), max=a_max)
-    return (U * lam) @ U.mT
+    projected = (U * lam) @ U.mT
+    return (projected, (lam, U)) if return_eig else projected
 
 
 def project_B(B: torch.Tensor, radius: float = 1.0) -> torch.Tensor:
