@@ -1,5 +1,6 @@
-"""docs/papers.md maps paper equations to code: every `src/gpscale/<file>.py[:name]` it
-names must exist, so that a rename or a move fails here instead of leaving the map stale."""
+"""docs/papers.md maps paper equations to code and tables to reports: every
+`src/gpscale/<file>.py[:name]` and every report folder or file it names must exist, so
+that a rename or a move fails here instead of leaving the map stale."""
 
 from __future__ import annotations
 
@@ -65,3 +66,24 @@ def test_reference_exists(path: str, name: str):
     assert (ROOT / path).is_file(), f"{DOC.name} names {path}, which does not exist"
     if name:
         assert _resolve(path, name), f"{DOC.name} names {path}:{name}, which is not defined there"
+
+
+#: a backticked folder (`name/`) or report (`name.md`, `name.jsonl`), outside src/
+PLACE = re.compile(r"`([\w.*-]+(?:/[\w.*-]+)*(?:/|\.md|\.jsonl))`")
+#: where a bare place name may live: the repository, the reports, the package
+PLACE_ROOTS = (ROOT, ROOT / "benchmarks" / "results", ROOT / "src" / "gpscale")
+
+
+def places() -> list[str]:
+    return sorted(set(PLACE.findall(DOC.read_text(encoding="utf-8"))))
+
+
+def test_the_map_names_reports():
+    assert sum(1 for p in places() if p.startswith(("stochastic-", "admm-", "cholqr"))) > 20
+
+
+@pytest.mark.parametrize("place", places())
+def test_place_exists(place: str):
+    found = [root for root in PLACE_ROOTS if any(root.glob(place.rstrip("/")))]
+    assert found, (f"{DOC.name} names {place}, which is neither under the repository, "
+                   f"benchmarks/results/ nor src/gpscale/")
