@@ -14,7 +14,8 @@ import shlex
 import sys
 from collections.abc import Sequence
 
-from ..threads import thread_limit
+from gpscale.threads import thread_limit
+
 from .harness import (
     LOAD_ERRORS,
     REGISTRY,

@@ -1,4 +1,4 @@
-"""``python -m gpscale.bench NAME ...``: the same as ``gpscale bench NAME ...``."""
+"""``python -m benchmarks NAME ...``: the same as ``gpscale bench NAME ...``."""
 
 import sys
 

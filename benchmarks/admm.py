@@ -30,10 +30,17 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..data.synthetic import PAPER_THETA, paper_kernel, synthetic_admm
-from ..models import ExactGP
-from ..train import fit_lbfgs
-from ..train.admm import TANGENT, cg_predict, fit_admm_consensus, fit_admm_hocv, fit_admm_kfold
+from gpscale.data.synthetic import PAPER_THETA, paper_kernel, synthetic_admm
+from gpscale.models import ExactGP
+from gpscale.train import fit_lbfgs
+from gpscale.train.admm import (
+    TANGENT,
+    cg_predict,
+    fit_admm_consensus,
+    fit_admm_hocv,
+    fit_admm_kfold,
+)
+
 from .harness import register
 
 KERNELS = ("se", "lp", "se+lp")

@@ -26,7 +26,7 @@ import time
 
 import torch
 
-from ..train.admm import (
+from gpscale.train.admm import (
     TANGENT,
     calibrate_scale,
     cg_predict,
@@ -35,6 +35,7 @@ from ..train.admm import (
     make_options,
     scale_cg_options,
 )
+
 from .admm_scaling import _rbf_ard
 from .harness import register
 

@@ -26,11 +26,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..data.synthetic import paper_kernel, synthetic_admm
-from ..kernels import RBF, Scale
-from ..models import ExactGP
-from ..train import fit_lbfgs
-from ..train.admm import (
+from gpscale.data.synthetic import paper_kernel, synthetic_admm
+from gpscale.kernels import RBF, Scale
+from gpscale.models import ExactGP
+from gpscale.train import fit_lbfgs
+from gpscale.train.admm import (
     TANGENT,
     HoldoutADMM,
     cg_predict,
@@ -40,6 +40,7 @@ from ..train.admm import (
     make_options,
     validation_split,
 )
+
 from .harness import register, time_calls
 from .peers import GPyTorchExact
 
@@ -47,7 +48,7 @@ THETA0 = {"outputscale": 1.0, "lengthscale": 1.0, "noise": 0.1}
 
 
 def _kin40k(n: int | None = None, fold: int = 0):
-    from ..data import load_uci
+    from gpscale.data import load_uci
 
     split = load_uci("kin40k", fold=fold, standardize=True)
     if n is not None and n > len(split.X_train):
@@ -266,8 +267,8 @@ def holdout_cv_reference(model: ExactGP, val_fraction: float = 0.5, seed: int = 
     ``fit_admm_hocv`` (seeded, or ``validation``), then the overall scale set to its ML
     value as ADMM does. Trains ``model`` in place; returns wall time, evaluations and
     the CV loss."""
-    from ..linalg import robust_cholesky
-    from ..train.admm import calibrate_scale
+    from gpscale.linalg import robust_cholesky
+    from gpscale.train.admm import calibrate_scale
 
     iT, iV = (holdout_split(model.n, val_fraction, seed) if validation is None
               else validation_split(model.n, validation))
@@ -321,7 +322,7 @@ def _quality_arguments(p) -> None:
 
 
 def _metrics(split, model: ExactGP, Xs: torch.Tensor, ys: np.ndarray) -> dict[str, float]:
-    from ..metrics import nlpd, rmse
+    from gpscale.metrics import nlpd, rmse
 
     mean, var = model.predict(Xs, include_noise=True)
     m, v = split.scaler.inverse_y(mean.detach().cpu().numpy(), var.detach().cpu().numpy())
@@ -448,8 +449,8 @@ def _co2_arguments(p) -> None:
           "2009–2015, SE+LP kernel; standardised test MSE, ADMM vs exact ML-II",
           add_arguments=_co2_arguments, plot=lambda *a: _co2_plot(*a))
 def run_co2(args, rec) -> None:
-    from ..data import load_co2_monthly
-    from ..metrics import smse
+    from gpscale.data import load_co2_monthly
+    from gpscale.metrics import smse
 
     max_iter = args.max_iter or (10 if args.quick else 100)
     X_all, y_all = load_co2_monthly()
@@ -550,7 +551,7 @@ def _detrended_sd(x: np.ndarray, y: np.ndarray) -> float:
 
 
 def _co2_plot(fig, records: list[dict], summary: dict) -> None:
-    from ..data import load_co2_monthly
+    from gpscale.data import load_co2_monthly
 
     ax = fig.subplots(1, 1)
     X, y = load_co2_monthly()

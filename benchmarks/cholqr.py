@@ -37,7 +37,7 @@ _CURVES: dict[str, dict] = {}  # plotting data of the last cholqr-snelson run
 
 
 def _rbf(d: int = 1, lengthscale: float = 1.0):
-    from ..kernels import RBF, Scale
+    from gpscale.kernels import RBF, Scale
 
     return Scale(RBF(lengthscale, ard_dims=d if d > 1 else None), 1.0)
 
@@ -52,11 +52,11 @@ def _snelson_arguments(p) -> None:
 
 
 def _fit_snelson(method: str, X, y, m: int, init_idx: list[int], epochs: int, seed: int):
-    from ..models.sparse import SparseGP
-    from ..train.cholqr import fit_cholqr
+    from gpscale.models.sparse import SparseGP
+    from gpscale.train.cholqr import fit_cholqr
 
     if method == "sgpr":
-        from ..train.sgpr import fit_sgpr
+        from gpscale.train.sgpr import fit_sgpr
 
         model, res = fit_sgpr(X, y, _rbf(), m, noise=0.1, init=X[init_idx].clone(), seed=seed,
                               max_iter=200)
@@ -73,8 +73,8 @@ def _fit_snelson(method: str, X, y, m: int, init_idx: list[int], epochs: int, se
           add_arguments=_snelson_arguments,
           plot=lambda fig, recs, row: plot_snelson(fig, recs, row))
 def run_snelson(args, rec) -> None:
-    from ..data import load_snelson
-    from ..train.cholqr import initial_inducing
+    from gpscale.data import load_snelson
+    from gpscale.train.cholqr import initial_inducing
 
     Xn, yn, _ = load_snelson()
     epochs = args.epochs or (5 if args.quick else 100)
@@ -172,7 +172,7 @@ def kin40k_arrays(n_train: int | None, n_test: int | None, seed: int = 0):
     residual std (both fitted on the training part). Returns (Xtr, ytr, Xte, yte,
     ytr_raw, untransform): yte and ytr_raw in the original units, ytr transformed, and
     ``untransform(X, mean, var) -> (mean, var)`` back to the original units."""
-    from ..data import load_kin40k_10k30k
+    from gpscale.data import load_kin40k_10k30k
 
     Xtr, ytr, Xte, yte = load_kin40k_10k30k()
     rng = np.random.default_rng(seed)
@@ -199,19 +199,19 @@ def kin40k_arrays(n_train: int | None, n_test: int | None, seed: int = 0):
 def _fit_kin(method: str, X, y, m: int, args, epochs: int, max_time: float):
     """Train one method; returns (predict(X) -> (mean, var of y), objective, info)."""
     if method.startswith("cholqr"):
-        from ..train.cholqr import fit_cholqr
+        from gpscale.train.cholqr import fit_cholqr
 
         model, res = fit_cholqr(X, y, _rbf(X.shape[1]), m, objective=method.split("-")[1],
                                 noise=0.1, seed=args.seed, max_epochs=epochs,
                                 max_time=max_time)
     elif method in ("random", "variance", "ivm") + GREEDY_METHODS:
-        from ..train.baselines import fit_selected
+        from gpscale.train.baselines import fit_selected
 
         model, res = fit_selected(method, X, y, _rbf(X.shape[1]), m, objective="vfe",
                                   noise=0.1, seed=args.seed, epochs=min(epochs, 10),
                                   max_time=max_time)
     elif method == "sgpr":
-        from ..train.sgpr import fit_sgpr
+        from gpscale.train.sgpr import fit_sgpr
 
         model, res = fit_sgpr(X, y, _rbf(X.shape[1]), m, noise=0.1, init="random",
                               seed=args.seed, max_iter=200)
@@ -236,7 +236,7 @@ def _fit_kin(method: str, X, y, m: int, args, epochs: int, max_time: float):
           "(Fig. 5)", add_arguments=_kin_arguments,
           plot=lambda fig, recs, row: plot_kin40k(fig, recs, row))
 def run_kin40k(args, rec) -> None:
-    from ..metrics import smse, snlp
+    from gpscale.metrics import smse, snlp
 
     quick = args.quick
     ms = sorted(args.m or ([16, 32] if quick else [128, 256, 512, 1024, 2048]))

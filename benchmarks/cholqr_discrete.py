@@ -56,8 +56,8 @@ def _arguments(p) -> None:
 def featurize(name: str, strings: list[str], device):
     """(X tensor, kernel builder) for a set: Tanimoto on Morgan counts for molecules,
     Hamming + Spectrum(3) on aligned sequences."""
-    from ..data.featurize import kmer_counts, morgan_counts, sequence_codes
-    from ..kernels import Hamming, Scale, Spectrum, Tanimoto, scaled_sum
+    from gpscale.data.featurize import kmer_counts, morgan_counts, sequence_codes
+    from gpscale.kernels import Hamming, Scale, Spectrum, Tanimoto, scaled_sum
 
     if name == "petase_151_mutants":
         codes, _ = sequence_codes(strings, device=device)
@@ -75,10 +75,10 @@ def fit_method(method: str, X, y, kernel, m: int, seed: int, epochs: int,
     variances, fit the VFE objective, and stop at a relative decrease below 1e-4 per
     epoch or after ``max_time``; a CholQR epoch is min(60, m) swaps plus a bounded
     hyperparameter phase, a baseline epoch a full re-selection plus the same phase."""
-    from ..train.baselines import fit_selected
+    from gpscale.train.baselines import fit_selected
 
     if method.startswith("cholqr"):
-        from ..train.cholqr import fit_cholqr
+        from gpscale.train.cholqr import fit_cholqr
 
         z = int(method.removeprefix("cholqr-z")) if method != "cholqr" else 16
         return fit_cholqr(X, y, kernel, m, objective="vfe", noise=0.1, seed=seed,
@@ -93,8 +93,8 @@ def fit_method(method: str, X, y, kernel, m: int, seed: int, epochs: int,
           add_arguments=_arguments,
           plot=lambda fig, recs, row: plot(fig, recs, row))
 def run(args, rec) -> None:
-    from ..data import load_discrete
-    from ..metrics import smse, snlp
+    from gpscale.data import load_discrete
+    from gpscale.metrics import smse, snlp
 
     sets = args.sets or (["ESOL"] if args.quick else list(ALL_SETS))
     ms = sorted(args.m or ([16] if args.quick else [16, 32, 64, 128, 256, 512]))

@@ -23,9 +23,10 @@ import math
 import numpy as np
 import torch
 
-from ..kernels import RBF, Scale
-from ..models import ExactGP
-from ..train import fit_lbfgs
+from gpscale.kernels import RBF, Scale
+from gpscale.models import ExactGP
+from gpscale.train import fit_lbfgs
+
 from .harness import register, time_calls
 from .peers import GPyTorchExact, SklearnGPR, gpytorch_defaults, hyperparameters, sklearn_theta
 
@@ -59,7 +60,7 @@ def _ours(X: torch.Tensor, y: torch.Tensor, hp: dict) -> ExactGP:
 
 
 def _metrics(split, mean, var) -> dict[str, float]:
-    from ..metrics import nlpd, rmse
+    from gpscale.metrics import nlpd, rmse
 
     mean = mean.detach().cpu().numpy() if hasattr(mean, "detach") else np.asarray(mean)
     var = var.detach().cpu().numpy() if hasattr(var, "detach") else np.asarray(var)
@@ -173,7 +174,7 @@ def _fit_peers(case: _Case, split, iters: int, rec) -> None:
 @register("exact", help="exact ML-II: gpscale ExactGP vs GPyTorch (Cholesky, CG) and "
           "scikit-learn on kin40k", add_arguments=_arguments, plot=lambda *a: _plot(*a))
 def run(args, rec) -> None:
-    from ..data import load_uci
+    from gpscale.data import load_uci
 
     ns = args.n or ([500, 1000] if args.quick else [1000, 2000, 4000])
     repeats = args.repeats or (2 if args.quick else 5)

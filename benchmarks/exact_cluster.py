@@ -70,14 +70,14 @@ def _write(folder: Path, n: int, d: int, files: int, seed: int = 0) -> None:
 
 def _rows(folder: Path) -> tuple[torch.Tensor, torch.Tensor]:
     """Every row of the Parquet folder, through the reader a fit uses."""
-    from ..io import open_source
+    from gpscale.io import open_source
 
     X, y = open_source(folder, target="y").to_arrays()
     return torch.as_tensor(X, dtype=torch.float64), torch.as_tensor(y, dtype=torch.float64)
 
 
 def _kernel(d: int):
-    from ..kernels import make_kernel
+    from gpscale.kernels import make_kernel
 
     k = make_kernel("rbf-ard", d)
     with torch.no_grad():
@@ -132,8 +132,8 @@ def _fit(folder: Path, n_fit: int, n_test: int, workers: int | None) -> dict:
 def run(args, rec) -> None:
     import tempfile
 
-    from ..distributed import ClusterOperator, connect
-    from ..linalg.operator import KernelOperator
+    from gpscale.distributed import ClusterOperator, connect
+    from gpscale.linalg.operator import KernelOperator
 
     if args.quick:
         args.rows, args.fit_rows, args.test_rows, args.repeat = 6000, 1500, 300, 1

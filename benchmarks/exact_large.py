@@ -99,10 +99,11 @@ def _peer_rows(paths, methods, options: dict) -> dict[tuple[str, int, str], dict
 def _wang_split(seed: int):
     """kin40k as Wang et al. 2019: all 40 000 rows split 64/16/20 at random (``seed``);
     the 16 % validation part is returned by nobody (nothing here stops early)."""
-    from ..data.loaders import _arrays, _f64, uci_from_raw
+    from gpscale.data import dataset_arrays, uci_from_raw
 
-    a = _arrays("uci/kin40k", uci_from_raw)
-    X, y = _f64(a["X"]), _f64(a["y"]).reshape(-1)
+    a = dataset_arrays("uci/kin40k", uci_from_raw)
+    X = np.ascontiguousarray(a["X"], dtype=np.float64)
+    y = np.ascontiguousarray(a["y"], dtype=np.float64).reshape(-1)
     order = np.random.default_rng(seed).permutation(len(y))
     n_train, n_test = int(0.64 * len(y)), int(0.20 * len(y))
     tr, te = order[:n_train], order[len(y) - n_test:]
@@ -115,8 +116,7 @@ def _peak_rss_gib() -> float:
 
 def _one(method: str, options: dict, Xtr, ytr, Xte, yte, my: float, sy: float) -> dict:
     import gpscale
-
-    from ..methods.exact import fit_seconds
+    from gpscale.methods.exact import fit_seconds
 
     opts = options if method == "exact" else {}
     t0 = time.perf_counter()
@@ -169,9 +169,9 @@ def _auto_row(rows: dict[str, dict], Xtr, ytr) -> tuple[str, dict | None]:
 @register("exact-large", help="the exact GP on every row of the large UCI sets vs sgpr and "
           "GPyTorch SGPR (issue 30)", add_arguments=_arguments)
 def run(args, rec) -> None:
-    from ..data.sources import data_dir
-    from ..methods.options import parse_option
-    from ..methods.registry import get_method
+    from gpscale.data.sources import data_dir
+    from gpscale.methods.options import parse_option
+    from gpscale.methods.registry import get_method
 
     options = dict(parse_option(get_method("exact"), t) for t in args.option)
     wang = args.protocol == "wang"

@@ -2,7 +2,7 @@
 whole process, against GPyTorch's tutorial recipe as a whole process.
 
 For each UCI set (fold ``--fold``; a seeded random subset of at most ``--n`` training
-rows and ``--max-test`` test rows, the rows of :mod:`gpscale.bench.uci_exact`), the raw
+rows and ``--max-test`` test rows, the rows of :mod:`benchmarks.uci_exact`), the raw
 rows are written to CSV files in a temporary folder (outside the repository). Then, per
 repeat and interleaved so that the machine's load falls on both alike:
 
@@ -209,7 +209,7 @@ def _one_set(name: str, order: list[_Tool], args, n: int, repeats: int, tmp: Pat
           "tutorial recipe as a script, interleaved, same threads", add_arguments=_arguments,
           plot=lambda *a: _plot(*a))
 def run(args, rec) -> None:
-    from ..data.sources import data_dir
+    from gpscale.data.sources import data_dir
 
     sets = args.sets or (["autompg"] if args.quick else list(SETS))
     n = args.n or (200 if args.quick else 2000)

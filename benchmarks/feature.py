@@ -29,8 +29,8 @@ def _arguments(p) -> None:
 
 
 def _child(n: int, p: int, d: int, device: str, threads: int, queue) -> None:
-    from ..features import RandomFourierFeatures
-    from ..models import FeatureGP
+    from gpscale.features import RandomFourierFeatures
+    from gpscale.models import FeatureGP
 
     torch.set_num_threads(threads)
     gen = torch.Generator().manual_seed(0)

@@ -1,6 +1,6 @@
 """GP-GRIEF benchmarks (Evans & Nair 2018): ``grief-reconstruction`` (Fig. 2) and
 ``grief-scaling`` (O(p) vs O(p³) likelihood evaluations, statistics pass vs n); the
-UCI study (Table 1) is ``grief-uci`` in :mod:`gpscale.bench.grief_uci`, registered
+UCI study (Table 1) is ``grief-uci`` in :mod:`benchmarks.grief_uci`, registered
 when this module is imported.
 
 grief-reconstruction — n points from U(−√3, √3)^d (default n = 5000, d = 100), half
@@ -90,7 +90,7 @@ def nystrom_features(X: torch.Tensor, Z: torch.Tensor, lengthscale: float,
           add_arguments=_recon_arguments,
           plot=lambda fig, recs, row: plot_reconstruction(fig, recs, row))
 def run_reconstruction(args, rec) -> None:
-    from ..features import GriefFeatures, RandomFourierFeatures
+    from gpscale.features import GriefFeatures, RandomFourierFeatures
 
     n = args.n or (1000 if args.quick else 5000)
     ps = sorted(args.p or ([10, 50, 100, 200] if args.quick else
@@ -196,9 +196,9 @@ def _rss_gib() -> float:
 
 def _scaling_child(n: int, p: int, d: int, repeats: int, device: str, threads: int,
                    queue) -> None:
-    from ..features import GriefFeatures
-    from ..models import FeatureGP
-    from ..models.grief import OrthogonalGrief
+    from gpscale.features import GriefFeatures
+    from gpscale.models import FeatureGP
+    from gpscale.models.grief import OrthogonalGrief
 
     torch.set_num_threads(threads)
     dev = torch.device(device)

@@ -23,7 +23,8 @@ import time
 import numpy as np
 import torch
 
-from ..features.grief import GRIDS
+from gpscale.features.grief import GRIDS
+
 from .harness import register
 
 #: Evans & Nair (2018), "Scalable Gaussian Processes with Grid-Structured Eigenfunctions
@@ -101,8 +102,8 @@ def _arguments(p) -> None:
 
 def available_sets(names=None) -> list[tuple[str, int, int]]:
     """(name, n, d) of the UCI sets present, smallest first (ValueError on a bad name)."""
-    from ..data import UCI_ALIASES, UCI_NAMES
-    from ..data.sources import data_dir
+    from gpscale.data import UCI_ALIASES, UCI_NAMES
+    from gpscale.data.sources import data_dir
 
     root = data_dir() / "uci"
     if names is None:
@@ -122,7 +123,7 @@ def available_sets(names=None) -> list[tuple[str, int, int]]:
 
 
 def _rmse_orig(split, mean: torch.Tensor) -> float:
-    from ..metrics import rmse
+    from gpscale.metrics import rmse
 
     m = split.scaler.inverse_y(mean.detach().cpu().numpy())
     return rmse(split.scaler.inverse_y(split.y_test), m)
@@ -130,8 +131,8 @@ def _rmse_orig(split, mean: torch.Tensor) -> float:
 
 def run_fold(name: str, fold: int, method: str, args, device) -> dict:
     """One (set, fold, method): fit on the training part, RMSE on the test part."""
-    from ..data import load_uci
-    from ..train.grief import fit_grief_i, fit_grief_ii
+    from gpscale.data import load_uci
+    from gpscale.train.grief import fit_grief_i, fit_grief_ii
 
     split = load_uci(name, fold, standardize=True)
     X = torch.as_tensor(split.X_train, dtype=torch.float64, device=device)

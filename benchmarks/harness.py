@@ -3,7 +3,7 @@ markdown report and a plot, and a timing helper.
 
 A runner is ``run(args, rec)``: it reads its options from ``args`` (argparse), calls
 ``rec.record(**fields)`` once per measurement, ``rec.summary(**fields)`` and
-``rec.target(...)`` for the headline numbers; :func:`gpscale.bench.main` then calls
+``rec.target(...)`` for the headline numbers; :func:`benchmarks.main` then calls
 :meth:`Recorder.finish`, which prints the summary as the last JSON line and writes
 ``NAME.jsonl``, ``NAME.md`` and ``NAME.png`` under ``--out`` (each atomically).
 """
@@ -28,7 +28,7 @@ from typing import Any, TextIO
 import numpy as np
 import torch
 
-from .. import files
+from gpscale import files
 
 Runner = Callable[[Any, "Recorder"], None]
 Plotter = Callable[[Any, list[dict], dict], None]
@@ -47,7 +47,7 @@ class Benchmark:
 
 #: name -> Benchmark; filled by :func:`register` when a runner module is imported
 REGISTRY: dict[str, Benchmark] = {}
-#: modules of the gpscale.bench package that hold no runner
+#: modules of the benchmarks package that hold no runner
 NOT_RUNNERS = frozenset({"harness", "peers", "uci_large_report"})
 #: runner modules that failed to import, with the error (reported by ``--list``)
 LOAD_ERRORS: dict[str, str] = {}
@@ -65,7 +65,7 @@ def register(name: str, help: str = "", add_arguments: Callable[[Any], None] | N
 
 
 def load_builtin() -> dict[str, Benchmark]:
-    """Import every runner module of the ``gpscale.bench`` package (each registers its
+    """Import every runner module of the ``benchmarks`` package (each registers its
     benchmarks) and return the registry. A module that fails to import is left out and
     its error kept in :data:`LOAD_ERRORS`, so one broken runner does not hide the rest."""
     import importlib

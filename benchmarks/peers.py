@@ -31,7 +31,7 @@ from collections.abc import Iterator
 import numpy as np
 import torch
 
-from ..kernels import RBF, Kernel, Scale
+from gpscale.kernels import RBF, Kernel, Scale
 
 MODES = ("cholesky", "cg", "default")
 

@@ -44,7 +44,7 @@ def _sync(device) -> None:
 
 
 def _theta(X: torch.Tensor, y: torch.Tensor) -> dict:
-    from ..train.grief import init_exact
+    from gpscale.train.grief import init_exact
 
     return init_exact(X, y, "rbf", num_points=1000, seed=0)
 
@@ -75,10 +75,10 @@ def plot(fig, records: list[dict], row: dict) -> None:
 @register("precond", help="CG iterations with no / pivoted-Cholesky / GRIEF "
           "preconditioners for K + σ²I on UCI data", add_arguments=_arguments, plot=plot)
 def run(args, rec) -> None:
-    from ..data.loaders import load_uci
-    from ..kernels import RBF, Scale
-    from ..linalg import cg
-    from ..models.precond import kernel_preconditioner
+    from gpscale.data.loaders import load_uci
+    from gpscale.kernels import RBF, Scale
+    from gpscale.linalg import cg
+    from gpscale.models.precond import kernel_preconditioner
 
     sets = args.datasets or (["kin40k"] if args.quick else ["kin40k", "pumadyn32nm"])
     sizes = args.n or ([1000, 2000] if args.quick else [2000, 4000, 8000])

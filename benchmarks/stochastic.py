@@ -41,7 +41,8 @@ import time
 
 import torch
 
-from ..train.minibatch import LR_SCHEDULES
+from gpscale.train.minibatch import LR_SCHEDULES
+
 from .harness import register
 
 METHODS = ("minimax", "scgd", "bsgd", "svgp")
@@ -144,7 +145,7 @@ def _arguments(p) -> None:
 
 
 def _features(kernel: str, d: int, args, device):
-    from ..features import NeuralFeatures, RandomFourierFeatures, ScaledFeatures
+    from gpscale.features import NeuralFeatures, RandomFourierFeatures, ScaledFeatures
 
     if kernel == "rff":
         # standardised inputs lie about √(2d) apart: start the lengthscales at √d
@@ -162,15 +163,15 @@ def _rmse(mean: torch.Tensor, y: torch.Tensor) -> float:
 def _svgp():
     """SVGP baseline (another module); None with the reason if it is not available."""
     try:
-        from ..kernels.feature import FeatureKernel
-        from ..train.svgp import fit_svgp
+        from gpscale.kernels.feature import FeatureKernel
+        from gpscale.train.svgp import fit_svgp
     except ImportError as err:  # pragma: no cover - depends on the tree
         return None, f"SVGP not available: {err}"
     return (FeatureKernel, fit_svgp), ""
 
 
 def _fit(method, X, y, feats, batch, lr, args, device):
-    from ..train.stochastic import fit_bsgd, fit_minimax, fit_scgd
+    from gpscale.train.stochastic import fit_bsgd, fit_minimax, fit_scgd
 
     common = dict(batch_size=batch, epochs=args.epochs, optimizer=args.optimizer, lr=lr,
                   lr_schedule=args.lr_schedule, noise=0.1, seed=args.seed, device=device)
@@ -188,8 +189,8 @@ def _fit(method, X, y, feats, batch, lr, args, device):
 
 
 def _fullbatch(X, y, feats, iters, device):
-    from ..models import FeatureGP
-    from ..train import fit_lbfgs
+    from gpscale.models import FeatureGP
+    from gpscale.train import fit_lbfgs
 
     model = FeatureGP(feats, X, y, noise=0.1, weights="fixed", device=device)
     res = fit_lbfgs(model, max_iter=iters, method="fullbatch")
@@ -199,7 +200,7 @@ def _fullbatch(X, y, feats, iters, device):
 @register("stochastic", help="MINIMAX / SCGD vs BSGD / SVGP vs batch size (Shoham & Avron)",
           add_arguments=_arguments, plot=lambda fig, recs, row: _plot(fig, recs, row))
 def run(args, rec) -> None:
-    from ..data import load_uci
+    from gpscale.data import load_uci
 
     quick = bool(args.quick)
     datasets = args.datasets or (["pumadyn32nm"] if quick else

@@ -66,7 +66,7 @@ def _write(folder: Path, X: np.ndarray, y: np.ndarray, files: int, row_group: in
 
 
 def _fit(method, data, feats, args, seed, buffer_rows, device):
-    from ..train.stochastic import fit_minimax, fit_scgd
+    from gpscale.train.stochastic import fit_minimax, fit_scgd
 
     fit = {"minimax": fit_minimax, "scgd": fit_scgd}[method]
     X, y = data
@@ -77,8 +77,8 @@ def _fit(method, data, feats, args, seed, buffer_rows, device):
 
 def _read_epoch_s(rows, batch_size: int, buffer_rows: int | None, n: int) -> float:
     """Seconds to produce one epoch of minibatches and nothing else."""
-    from ..train.batches import ShuffledStream
-    from ..train.minibatch import epoch_batches
+    from gpscale.train.batches import ShuffledStream
+    from gpscale.train.minibatch import epoch_batches
 
     t0 = time.perf_counter()
     if buffer_rows is None:
@@ -95,11 +95,11 @@ def _read_epoch_s(rows, batch_size: int, buffer_rows: int | None, n: int) -> flo
           "buffer vs the in-memory full permutation (kin40k)", add_arguments=_arguments,
           plot=lambda fig, recs, row: _plot(fig, recs, row))
 def run(args, rec) -> None:
-    from ..data import load_uci
-    from ..features import RandomFourierFeatures
-    from ..features.neural import ScaledFeatures
-    from ..io import Rows, open_source
-    from ..preprocessing import Standardizer
+    from gpscale.data import load_uci
+    from gpscale.features import RandomFourierFeatures
+    from gpscale.features.neural import ScaledFeatures
+    from gpscale.io import Rows, open_source
+    from gpscale.preprocessing import Standardizer
 
     quick = bool(args.quick)
     args.orders = args.orders or (["sorted"] if quick else list(ORDERS))

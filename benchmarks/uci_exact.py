@@ -48,7 +48,7 @@ def _arguments(p) -> None:
 
 
 def _split(name: str, fold: int, max_train: int, max_test: int):
-    from ..data import load_uci
+    from gpscale.data import load_uci
 
     s = load_uci(name, fold=fold, standardize=False)
     rng = np.random.default_rng(1000 + fold)
@@ -102,7 +102,7 @@ def _fit_peer(peer, Xs, ys, Xts, args) -> dict:
 
 
 def _available(names, peers, rec) -> tuple[list[str], list[str]]:
-    from ..data.sources import data_dir
+    from gpscale.data.sources import data_dir
 
     found = [s for s in names if (data_dir() / "uci" / f"{s}.npz").exists()]
     if len(found) < len(names):
@@ -122,7 +122,7 @@ def _available(names, peers, rec) -> tuple[list[str], list[str]]:
           "GPyTorch's recipe, scikit-learn and BoTorch", add_arguments=_arguments,
           plot=lambda *a: _plot(*a))
 def run(args, rec) -> None:
-    from ..data.loaders import UCI_NAMES
+    from gpscale.data.loaders import UCI_NAMES
 
     sets = args.sets or (list(QUICK_SETS) if args.quick else list(UCI_NAMES))
     folds = args.folds or (1 if args.quick else 3)

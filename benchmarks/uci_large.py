@@ -105,7 +105,7 @@ def _options(args) -> dict:
 
 
 def _split(name: str, fold: int, max_train: int | None, max_test: int | None):
-    from ..data import load_uci
+    from gpscale.data import load_uci
 
     s = load_uci(name, fold=fold, standardize=False)
     rng = np.random.default_rng(1000 + fold)
@@ -186,7 +186,7 @@ def _guarded(fn, *a):
 
 
 def _skip_reason(n: int, limit: int) -> dict:
-    from ..methods.auto import exact_seconds
+    from gpscale.methods.auto import exact_seconds
 
     gib, secs = 3 * 8.0 * n * n / 2**30, exact_seconds(n)
     return {"mem_gib": gib, "est_s": secs,
@@ -212,7 +212,7 @@ def _warm_up(methods, peers, o) -> None:
           "sets vs GPyTorch SGPR and SVGP (issue 21)", add_arguments=_arguments,
           plot=lambda *a: plot(*a))
 def run(args, rec) -> None:
-    from ..data.sources import data_dir
+    from gpscale.data.sources import data_dir
 
     o = _options(args)
     found = [s for s in o["sets"] if (data_dir() / "uci" / f"{s}.npz").exists()]

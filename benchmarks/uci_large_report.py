@@ -1,5 +1,5 @@
 """The per-set tables, summary, targets and plot of ``gpscale bench uci-large``
-(:mod:`gpscale.bench.uci_large` runs the fits)."""
+(:mod:`benchmarks.uci_large` runs the fits)."""
 
 from __future__ import annotations
 

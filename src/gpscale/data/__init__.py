@@ -11,6 +11,7 @@ from .loaders import (
     UCISplit,
     co2_monthly_from_raw,
     co2_weekly,
+    dataset_arrays,
     decimal_year,
     kin40k_from_raw,
     load_co2_monthly,
@@ -30,7 +31,7 @@ __all__ = [
     "load_snelson", "load_kin40k_10k30k", "load_co2_monthly", "co2_weekly",
     "DISCRETE_NAMES", "DISCRETE_COLUMNS", "load_discrete",
     "uci_from_raw", "snelson_from_raw", "kin40k_from_raw", "co2_monthly_from_raw",
-    "decimal_year",
+    "decimal_year", "dataset_arrays",
     "PAPER_THETA", "SyntheticSet", "synthetic_admm", "gp_draw", "paper_kernel",
     "morgan_counts", "reaction_counts", "sequence_codes", "kmer_counts",
 ]

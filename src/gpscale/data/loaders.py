@@ -131,8 +131,11 @@ def decimal_year(dates) -> np.ndarray:
 
 
 # -- shared machinery ---------------------------------------------------------------------
-def _arrays(key: str, convert: Callable[..., dict]) -> dict[str, np.ndarray]:
-    """Arrays of data set ``key``: shared copy, else converted cache, else download."""
+def dataset_arrays(key: str, convert: Callable[..., dict]) -> dict[str, np.ndarray]:
+    """Every array of data set ``key`` (a key of :data:`~gpscale.data.sources.SOURCES`,
+    e.g. ``"uci/kin40k"``), all rows in file order and unsplit: the shared copy, else the
+    converted cache, else the raw files downloaded and turned into arrays by ``convert``
+    (e.g. :func:`uci_from_raw`), the conversion saved in the cache for next time."""
     path = locate(key)
     if path is not None:
         with np.load(path) as f:
@@ -182,7 +185,7 @@ def load_uci(name: str, fold: int = 0, standardize: bool = True) -> UCISplit:
             not 0 <= fold < N_FOLDS:
         raise ValueError(f"fold={fold!r} is not a valid fold; choose an integer in "
                          f"0..{N_FOLDS - 1}")
-    arrays = _arrays(f"uci/{key}", uci_from_raw)
+    arrays = dataset_arrays(f"uci/{key}", uci_from_raw)
     _require(arrays, ("X", "y", "test_mask"), f"uci/{key}")
     X, y = _f64(arrays["X"]), _f64(arrays["y"]).reshape(-1)
     test = np.asarray(arrays["test_mask"], dtype=bool)[:, int(fold)]
@@ -199,7 +202,7 @@ def load_uci(name: str, fold: int = 0, standardize: bool = True) -> UCISplit:
 def load_snelson() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Snelson & Ghahramani's 1-D toy set: ``X`` (200, 1), ``y`` (200,), ``X_test``
     (301, 1) inputs only (CholQR Fig. 4; SPGP)."""
-    a = _arrays("snelson1d", snelson_from_raw)
+    a = dataset_arrays("snelson1d", snelson_from_raw)
     _require(a, ("X", "y", "X_test"), "snelson1d")
     return _f64(a["X"]).reshape(-1, 1), _f64(a["y"]).reshape(-1), _f64(a["X_test"]).reshape(-1, 1)
 
@@ -207,7 +210,7 @@ def load_snelson() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 def load_kin40k_10k30k() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The KIN40K 10k train / 30k test split of the SPGP and CholQR papers:
     ``X_train`` (10000, 8), ``y_train`` (10000,), ``X_test`` (30000, 8), ``y_test``."""
-    a = _arrays("kin40k_10k30k", kin40k_from_raw)
+    a = dataset_arrays("kin40k_10k30k", kin40k_from_raw)
     _require(a, ("X_train", "y_train", "X_test", "y_test"), "kin40k_10k30k")
     return (_f64(a["X_train"]), _f64(a["y_train"]).reshape(-1),
             _f64(a["X_test"]), _f64(a["y_test"]).reshape(-1))
@@ -216,7 +219,7 @@ def load_kin40k_10k30k() -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray
 def load_co2_monthly() -> tuple[np.ndarray, np.ndarray]:
     """Monthly Mauna Loa CO₂, 1958-03 to 2022-03 (NOAA GML): ``X`` (n, 1) decimal years,
     ``y`` (n,) ppm. GPCV-ADMM §5.1 trains on 1958–2008 and predicts 2009–2015."""
-    a = _arrays("co2_monthly", co2_monthly_from_raw)
+    a = dataset_arrays("co2_monthly", co2_monthly_from_raw)
     _require(a, ("X", "y"), "co2_monthly")
     return _f64(a["X"]).reshape(-1, 1), _f64(a["y"]).reshape(-1)
 
