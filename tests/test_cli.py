@@ -1,5 +1,8 @@
 import csv
+import os
+import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -134,17 +137,30 @@ def test_ctrl_c_exits_130(train_csv, tmp_path, monkeypatch, capsys):
 
 
 def test_bench_delegates_remaining_arguments(monkeypatch):
-    import gpscale.bench
+    import benchmarks
 
     seen = []
-    monkeypatch.setattr(gpscale.bench, "main", lambda argv: seen.append(argv) or 7)
+    monkeypatch.setattr(benchmarks, "main", lambda argv: seen.append(argv) or 7)
     assert cli.main(["bench", "exact", "--quick", "--out", "x"]) == 7
     assert seen == [["exact", "--quick", "--out", "x"]]
 
 
-def test_bench_unavailable(monkeypatch, capsys):
-    monkeypatch.setitem(sys.modules, "gpscale.bench", None)  # import fails
-    _expect_error(capsys, ["bench", "--list"], "gpscale bench is unavailable")
+def test_bench_unavailable_says_how_to_get_it(monkeypatch, tmp_path, capsys):
+    monkeypatch.setitem(sys.modules, "benchmarks", None)  # not importable
+    monkeypatch.setattr(cli, "CHECKOUT", tmp_path)  # and no checkout around gpscale
+    _expect_error(capsys, ["bench", "--list"], "from a gpscale checkout installed with: "
+                  "pip install -e '.[bench]'")
+
+
+def test_bench_finds_the_benchmarks_of_the_checkout_it_runs_from(tmp_path):
+    """``gpscale bench`` run outside the repository (``benchmarks`` not importable from
+    there) takes the ``benchmarks/`` folder beside the checkout's ``src/``."""
+    src = Path(gpscale.__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    out = subprocess.run([sys.executable, "-m", "gpscale.cli", "bench", "--list"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert {line.split()[0] for line in out.stdout.splitlines()} >= {"exact", "uci-large"}
 
 
 def test_demo_defaults_are_the_full_job():

@@ -40,6 +40,7 @@ import logging
 import os
 import sys
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from statistics import NormalDist
 from typing import Any
 
@@ -68,6 +69,9 @@ PREDICT_ROWS = 65_536
 TERMINATED = 143
 #: ``gpscale fit`` says how much memory a method that loads every row will hold above this
 NOTICE_BYTES = 64 * 2**20
+#: an editable install's repository root (src/gpscale/cli.py -> ../..), where the
+#: ``benchmarks/`` package sits: ``gpscale bench`` finds it there when it is not importable
+CHECKOUT = Path(__file__).resolve().parents[2]
 
 
 # -- parser ---------------------------------------------------------------------------------
@@ -424,15 +428,31 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _benchmarks():
+    """The top-level ``benchmarks`` package (a checkout's lab, not in the wheel): imported
+    as it is, else from the ``benchmarks/`` folder in :data:`CHECKOUT`."""
+    try:
+        return importlib.import_module("benchmarks")
+    except ModuleNotFoundError as err:
+        if err.name != "benchmarks" or not (CHECKOUT / "benchmarks" / "__init__.py").is_file():
+            raise
+    sys.path.append(str(CHECKOUT))  # on sys.path, so spawned processes import it too
+    importlib.invalidate_caches()
+    return importlib.import_module("benchmarks")
+
+
 def _bench(rest: list[str]) -> int:
     try:
-        bench = importlib.import_module("gpscale.bench")
+        bench = _benchmarks()
     except ImportError as err:
-        raise ValueError(f"gpscale bench is unavailable ({err}); install the benchmark "
-                         "extras: pip install 'gpscale[bench]'") from None
+        missing = isinstance(err, ModuleNotFoundError) and err.name == "benchmarks"
+        why = "the benchmarks are not in the installed package" if missing else str(err)
+        raise ValueError(f"gpscale bench is unavailable ({why}); run it from a gpscale "
+                         "checkout installed with: pip install -e '.[bench]'") from None
     bench_main = getattr(bench, "main", None)
     if bench_main is None:
-        raise ValueError("gpscale bench is unavailable: gpscale.bench has no main()")
+        raise ValueError(f"gpscale bench is unavailable: {bench.__name__!r} "
+                         f"({getattr(bench, '__file__', None)}) has no main()")
     status = bench_main(rest)
     return int(status) if status is not None else 0
 
