@@ -24,4 +24,4 @@ test-all: $(STAMP)
 	$(VENV)/bin/python -m pytest -q -m ''
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check src tests
+	$(VENV)/bin/ruff check src tests benchmarks

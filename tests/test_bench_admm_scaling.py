@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from gpscale.bench import Recorder
-from gpscale.bench.admm_scaling import run_scaling, slope
+from benchmarks import Recorder
+from benchmarks.admm_scaling import run_scaling, slope
 
 
 def test_slope_recovers_a_power_law_and_ignores_small_n():
@@ -47,7 +47,7 @@ def test_scaling_bench_on_tiny_synthetic_sets(tmp_path, capsys, tangent):
 
 
 def test_holdout_cv_reference_minimises_the_dense_cv_loss():
-    from gpscale.bench.admm_scaling import _rbf_ard, holdout_cv_reference
+    from benchmarks.admm_scaling import _rbf_ard, holdout_cv_reference
     from gpscale.train.admm import holdout_split
 
     g = torch.Generator().manual_seed(0)
@@ -79,7 +79,7 @@ def test_holdout_cv_reference_minimises_the_dense_cv_loss():
 def test_synthetic_bench_tangent_variant_converges_on_the_paper_eps(capsys):
     """``admm-synthetic --tangent``: the tangent θ-step stops on the paper's ε = 1e-2
     (converged, not max_iter) and the summary says which variant ran."""
-    from gpscale.bench.admm import run as run_synthetic
+    from benchmarks.admm import run as run_synthetic
 
     args = argparse.Namespace(kernels=["se"], n=[60], trials=1,
                               methods=["admm-hocv", "exact"], noise=0.1, init_scale=1.2,
@@ -104,7 +104,7 @@ def test_paper_table1_matches_the_paper_and_its_own_z():
     import re
     from pathlib import Path
 
-    from gpscale.bench.admm import PAPER_TABLE1, paper_z
+    from benchmarks.admm import PAPER_TABLE1, paper_z
 
     paper = Path(__file__).resolve().parents[2] / "shared" / "papers" / "gpcv_admm.txt"
     if not paper.exists():
@@ -133,7 +133,7 @@ def test_memory_bench_runs_every_path_with_dense_and_chunked_blocks(capsys, dens
     """``admm-memory`` at a tiny n: one capped fit in a child process, with the kernel
     blocks held densely or recomputed by row blocks; a finite prediction and a peak
     RSS at least the data-only RSS."""
-    from gpscale.bench.admm_memory import run as run_memory
+    from benchmarks.admm_memory import run as run_memory
 
     args = argparse.Namespace(n=[300], d=3, iters=1, cg_cap=2, dense_gib=dense_gib,
                               quick=True, device=torch.device("cpu"))
@@ -152,7 +152,7 @@ def test_co2_quick_reports_both_criteria_and_their_dense_references(tmp_path, da
     """``admm-co2 --quick``: every row finite; the time-ordered hold-out and the two
     dense CV references are there, and the references are not counted as ADMM
     variants."""
-    from gpscale.bench import main
+    from benchmarks import main
 
     rc = main(["admm-co2", "--quick", "--threads", "1", "--out", str(tmp_path)])
     assert rc == 0
@@ -169,7 +169,7 @@ def test_co2_quick_reports_both_criteria_and_their_dense_references(tmp_path, da
 
 
 def test_detrended_sd_removes_a_line_and_measures_the_rest():
-    from gpscale.bench.admm_scaling import _detrended_sd
+    from benchmarks.admm_scaling import _detrended_sd
 
     x = np.linspace(2009, 2016, 85)
     assert _detrended_sd(x, 3.0 + 2.0 * x) == pytest.approx(0.0, abs=1e-9)
@@ -180,7 +180,7 @@ def test_detrended_sd_removes_a_line_and_measures_the_rest():
 def test_quality_quick_runs_the_tangent_hold_out_and_k_fold_variants(tmp_path, data_dir):
     """``admm-quality`` on 300 kin40k rows with the two tangent variants and the dense
     reference: finite metrics for every row, and the summary's ratios are the rows'."""
-    from gpscale.bench import main
+    from benchmarks import main
 
     rc = main(["admm-quality", "--quick", "--n", "300", "--test-n", "200", "--max-iter", "3",
                "--variants", "admm-hocv (tangent θ-step)", "admm-kfold (tangent θ-step)",

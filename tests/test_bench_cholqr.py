@@ -3,8 +3,8 @@
 import json
 import math
 
-import gpscale.bench.cholqr  # noqa: F401  (registers cholqr-snelson / cholqr-kin40k)
-from gpscale.bench import main
+import benchmarks.cholqr  # noqa: F401  (registers cholqr-snelson / cholqr-kin40k)
+from benchmarks import main
 
 
 def _summary(out, name):
@@ -58,7 +58,7 @@ def test_kin40k_versus_titsias_quick(tmp_path, data_dir):
 
 
 def test_reach_time():
-    from gpscale.bench.cholqr import reach_time
+    from benchmarks.cholqr import reach_time
 
     trace = [(0.0, 10.0), (1.5, 7.0), (3.0, 5.0)]
     assert reach_time(trace, 7.0) == 1.5 and reach_time(trace, 4.0) is None

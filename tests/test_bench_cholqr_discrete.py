@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from gpscale.bench import main
+from benchmarks import main
 
 
 def test_quick_tiny(tmp_path, data_dir):
@@ -13,7 +13,7 @@ def test_quick_tiny(tmp_path, data_dir):
     pytest.importorskip("gpscale.train.cholqr", reason="CholQR trainer not available")
     if not (data_dir / "discrete" / "ESOL.csv").exists():
         pytest.skip("discrete/ESOL.csv not in the shared data")
-    import gpscale.bench.cholqr_discrete  # noqa: F401  (registers cholqr-discrete)
+    import benchmarks.cholqr_discrete  # noqa: F401  (registers cholqr-discrete)
 
     rc = main(["cholqr-discrete", "--quick", "--subset", "60", "--m", "8", "--splits", "1",
                "--epochs", "1", "--cholqr-epochs", "2", "--threads", "1", "--out", str(tmp_path)])
@@ -35,7 +35,7 @@ def test_quick_tiny(tmp_path, data_dir):
 
 def test_rejects_unknown_method(tmp_path, data_dir):
     pytest.importorskip("rdkit", reason="RDKit not installed")
-    import gpscale.bench.cholqr_discrete  # noqa: F401
+    import benchmarks.cholqr_discrete  # noqa: F401
 
     assert main(["cholqr-discrete", "--quick", "--methods", "magic", "--threads", "1",
                  "--out", str(tmp_path)]) == 1

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 
-import gpscale.bench.exact_process as ep
-from gpscale.bench import _gpytorch_process as recipe
-from gpscale.bench import main
+import benchmarks.exact_process as ep
+from benchmarks import _gpytorch_process as recipe
+from benchmarks import main
 from gpscale.data.sources import data_dir
 
 

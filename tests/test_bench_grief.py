@@ -5,8 +5,8 @@ import math
 
 import pytest
 
-import gpscale.bench.grief  # noqa: F401  (registers grief-reconstruction/-scaling/-uci)
-from gpscale.bench import main
+import benchmarks.grief  # noqa: F401  (registers grief-reconstruction/-scaling/-uci)
+from benchmarks import main
 
 
 def _summary(out, name):

@@ -5,8 +5,8 @@ import json
 
 import torch
 
-from gpscale.bench import Recorder
-from gpscale.bench import precond as bench
+from benchmarks import Recorder
+from benchmarks import precond as bench
 
 
 def test_precond_bench_records_every_kind_rank_and_noise(data_dir, monkeypatch, capsys):

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from gpscale.bench import main as bench_main
+from benchmarks import main as bench_main
 
 pytest.importorskip("distributed")
 

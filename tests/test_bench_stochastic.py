@@ -4,8 +4,8 @@ import io
 import json
 import math
 
-import gpscale.bench.stochastic  # noqa: F401  (registers "stochastic")
-from gpscale.bench import main
+import benchmarks.stochastic  # noqa: F401  (registers "stochastic")
+from benchmarks import main
 
 
 def test_stochastic_bench_tiny(tmp_path, data_dir):
@@ -72,7 +72,7 @@ def test_paper_tables_are_copied_faithfully():
 
     import pytest
 
-    from gpscale.bench.stochastic import PAPER_NLML, PAPER_RMSE, _paper_spread, paper_value
+    from benchmarks.stochastic import PAPER_NLML, PAPER_RMSE, _paper_spread, paper_value
 
     paper = Path(__file__).resolve().parents[2] / "shared" / "papers" / "unbiased_stochastic.txt"
     if not paper.exists():
@@ -116,8 +116,8 @@ def test_paper_table_targets_of_nn_rbf_runs():
     paper's Table 3 mean or better, RMSE within Table 5's mean + std, kin40k runs under
     an hour; a set and batch the paper has no cell for gets none; every data set of a
     run gets its own."""
-    from gpscale.bench.harness import Recorder
-    from gpscale.bench.stochastic import _paper_targets
+    from benchmarks.harness import Recorder
+    from benchmarks.stochastic import _paper_targets
 
     rec = Recorder("stochastic", stream=io.StringIO())
     rec.record(kind="fit", dataset="elevators", kernel="nn-rbf", batch=32, method="scgd",

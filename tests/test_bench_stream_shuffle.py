@@ -3,8 +3,8 @@
 import json
 import math
 
-import gpscale.bench.stream_shuffle  # noqa: F401  (registers "stream-shuffle")
-from gpscale.bench import main
+import benchmarks.stream_shuffle  # noqa: F401  (registers "stream-shuffle")
+from benchmarks import main
 
 
 def test_stream_shuffle_bench_tiny(tmp_path, data_dir):

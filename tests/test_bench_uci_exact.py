@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-import gpscale.bench.uci_exact  # noqa: F401  (registers uci-exact)
-from gpscale.bench import main
+import benchmarks.uci_exact  # noqa: F401  (registers uci-exact)
+from benchmarks import main
 from gpscale.data.sources import data_dir
 
 

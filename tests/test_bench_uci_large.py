@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-import gpscale.bench.uci_large as uci_large  # registers uci-large
-from gpscale.bench import main
+import benchmarks.uci_large as uci_large  # registers uci-large
+from benchmarks import main
 from gpscale.data.sources import data_dir
 
 QUICK = ["uci-large", "--quick", "--threads", "1"]

@@ -1,6 +1,7 @@
 """docs/papers.md maps paper equations to code and tables to reports: every
-`src/gpscale/<file>.py[:name]` and every report folder or file it names must exist, so
-that a rename or a move fails here instead of leaving the map stale."""
+`src/gpscale/<file>.py[:name]` or `benchmarks/<file>.py[:name]` and every report folder or
+file it names must exist, so that a rename or a move fails here instead of leaving the
+map stale."""
 
 from __future__ import annotations
 
@@ -13,9 +14,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "papers.md"
-#: `src/gpscale/path/file.py` or `src/gpscale/path/file.py:Name` or `…:Class.member`
-#: (the name group is "" for a file reference)
-REF = re.compile(r"`(src/gpscale/[\w/]+\.py)(?::([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?))?`")
+#: `src/gpscale/path/file.py` or `src/gpscale/path/file.py:Name` or `…:Class.member`, or
+#: the same under `benchmarks/` (the name group is "" for a file reference)
+REF = re.compile(r"`((?:src/gpscale|benchmarks)/[\w/]+\.py)"
+                 r"(?::([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)?))?`")
 
 
 def references() -> list[tuple[str, str]]:

@@ -145,7 +145,7 @@ def test_the_command_line_fits_saves_describes_and_predicts(tmp_path):
 
 
 def test_the_exact_large_benchmark_on_a_small_slice(tmp_path, capsys, data_dir):
-    from gpscale import bench
+    import benchmarks as bench
 
     if not (data_dir / "uci" / "skillcraft.npz").exists():
         pytest.skip(f"skillcraft not found under {data_dir / 'uci'}")

@@ -1,6 +1,8 @@
 """The package's architecture, checked from its source: no import cycles between modules
 (function-level imports included), models never import trainers, the library never
-imports its benchmarks, and every registered method's adapter lives in gpscale.methods."""
+imports its benchmarks (the top-level ``benchmarks`` package; only ``gpscale bench``
+reaches it, by name at run time) nor do they import its private names, and every
+registered method's adapter lives in gpscale.methods."""
 
 import ast
 from pathlib import Path
@@ -8,6 +10,7 @@ from pathlib import Path
 import gpscale
 
 PACKAGE = Path(gpscale.__file__).resolve().parent
+BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
 
 
 def _module_name(path: Path) -> str:
@@ -95,13 +98,37 @@ def test_no_import_cycle_between_modules():
     assert _cycle(graph) is None, " -> ".join(_cycle(graph))
 
 
+def _absolute_imports(path: Path) -> list[tuple[int, str, list[str]]]:
+    """(line, module, names) of every absolute import in ``path``, in functions too."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name, []) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and not node.level:
+            found.append((node.lineno, node.module or "", [a.name for a in node.names]))
+    return found
+
+
 def test_models_do_not_import_trainers_and_the_library_not_its_benchmarks():
     graph = _graph()
     for name, deps in graph.items():
         if name.startswith("gpscale.models"):
             assert not {d for d in deps if d.startswith("gpscale.train")}, (name, deps)
-        if not name.startswith("gpscale.bench"):
-            assert not {d for d in deps if d.startswith("gpscale.bench")}, (name, deps)
+    assert not list(PACKAGE.glob("bench/*.py")), "the benchmarks live in benchmarks/"
+    for path in PACKAGE.rglob("*.py"):
+        for line, mod, _ in _absolute_imports(path):
+            assert mod.split(".")[0] != "benchmarks", f"{path.relative_to(PACKAGE)}:{line}"
+
+
+def test_benchmarks_use_only_gpscale_public_names():
+    paths = sorted(BENCHMARKS.glob("*.py"))
+    assert paths, f"no benchmarks under {BENCHMARKS}"
+    for path in paths:
+        for line, mod, names in _absolute_imports(path):
+            if mod.split(".")[0] != "gpscale":
+                continue
+            private = [p for p in mod.split(".") + names if p.startswith("_")]
+            assert not private, f"benchmarks/{path.name}:{line} imports {mod} {private}"
 
 
 def test_every_method_is_registered_from_the_methods_package():
@@ -140,11 +167,11 @@ def test_the_cli_and_fit_reach_methods_only_through_the_planner():
     for path in PACKAGE.rglob("*.py"):
         rel = path.relative_to(PACKAGE).as_posix()
         tree = ast.parse(path.read_text())
-        if not rel.startswith(("bench/", "methods/", "plan.py")):
+        if not rel.startswith(("methods/", "plan.py")):
             assert not list(_calls(tree, "choose_method")), f"{rel} picks a method itself"
         fit_fn_calls = [c for c in ast.walk(tree) if isinstance(c, ast.Call)
                         and getattr(c.func, "attr", None) == "fit_fn"]
-        if not rel.startswith(("bench/", "methods/")):
+        if not rel.startswith("methods/"):
             assert rel == "api.py" or not fit_fn_calls, f"{rel} calls a method directly"
     api_tree = ast.parse((PACKAGE / "api.py").read_text())
     callers = {f.name for f in ast.walk(api_tree) if isinstance(f, ast.FunctionDef)

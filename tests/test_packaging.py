@@ -4,7 +4,9 @@ Read from the source (an AST walk, imports inside functions included) and from
 pyproject.toml, so neither can drift: every third-party import of a core module is a core
 dependency or an optional one behind a guard that names its extra; every declared
 dependency is imported somewhere. A subprocess then imports the whole core package with
-every optional dependency hidden. The ``slow`` test installs the package into a fresh
+every optional dependency hidden. The wheel holds the library and not its benchmarks
+(the top-level ``benchmarks/`` package, which imports only core packages and the
+``bench`` and ``plot`` extras). The ``slow`` test installs the package into a fresh
 venv (``pip install .``, needs the package registry) and runs ``gpscale demo``.
 """
 
@@ -13,9 +15,11 @@ from __future__ import annotations
 import ast
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
+import zipfile
 from functools import cache
 from pathlib import Path
 
@@ -28,13 +32,16 @@ ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "src"
 PKG = SRC / "gpscale"
 TESTS = ROOT / "tests"
+BENCHMARKS = ROOT / "benchmarks"
 
 #: import name -> distribution name, where they differ
 DIST_OF_IMPORT = {"sklearn": "scikit-learn"}
 #: declared for their command, never imported
 TOOLS = {"ruff"}
 #: sub-packages that belong to an extra: they may import that extra's packages at any level
-EXTRA_MODULES = {"gpscale.sklearn": ("sklearn",), "gpscale.bench": ("bench", "plot")}
+EXTRA_MODULES = {"gpscale.sklearn": ("sklearn",)}
+#: the extras the benchmarks may import besides the core packages
+BENCH_EXTRAS = ("bench", "plot")
 #: optional imports in core modules that are reached only with an object of that package
 #: in hand, so the package is necessarily installed (no install hint needed)
 REACHED_WITH_OWN_OBJECT = {
@@ -111,7 +118,7 @@ def _visit(node: ast.AST, chain: list[ast.AST], path: Path, root: Path, found: l
         names = [node.module]
     for name in names:
         top = name.split(".")[0]
-        if top in sys.stdlib_module_names or top == "gpscale" or \
+        if top in sys.stdlib_module_names or top in ("gpscale", "benchmarks") or \
                 (root == TESTS and (TESTS / f"{top}.py").exists()):
             continue
         found.append({
@@ -127,9 +134,10 @@ def _visit(node: ast.AST, chain: list[ast.AST], path: Path, root: Path, found: l
 
 
 def third_party_imports(root: Path) -> list[dict]:
-    """Every absolute import of a non-stdlib, non-gpscale package under ``root``."""
+    """Every absolute import of a non-stdlib, non-gpscale package under ``root`` (for
+    ``benchmarks``, its modules and not the reports' scripts)."""
     found: list[dict] = []
-    for path in sorted(root.rglob("*.py")):
+    for path in sorted(root.glob("*.py") if root == BENCHMARKS else root.rglob("*.py")):
         _visit(ast.parse(path.read_text(encoding="utf-8")), [], path, root, found)
     return found
 
@@ -141,7 +149,7 @@ def _where(rec: dict) -> str:
 # -- declared vs imported -------------------------------------------------------------------
 def test_every_import_is_declared():
     declared = set(core()).union(*extras().values())
-    bad = [_where(r) for r in third_party_imports(PKG) + third_party_imports(TESTS)
+    bad = [_where(r) for root in (PKG, TESTS, BENCHMARKS) for r in third_party_imports(root)
            if r["dist"] not in declared]
     assert not bad, f"imported but declared nowhere in pyproject.toml: {bad}"
 
@@ -150,10 +158,10 @@ def test_every_declared_dependency_is_imported():
     imported = {r["dist"] for r in third_party_imports(PKG)}
     unused_core = set(core()) - imported
     assert not unused_core, f"core dependencies that src/gpscale never imports: {unused_core}"
-    imported |= {r["dist"] for r in third_party_imports(TESTS)}
+    imported |= {r["dist"] for root in (TESTS, BENCHMARKS) for r in third_party_imports(root)}
     unused = {f"{e}: {d}" for e, deps in extras().items() for d in deps
               if d not in imported and d not in TOOLS}
-    assert not unused, f"extras that neither src/gpscale nor tests import: {unused}"
+    assert not unused, f"extras that neither src/gpscale, tests nor benchmarks import: {unused}"
 
 
 def test_core_modules_import_only_core_packages_unguarded():
@@ -169,6 +177,12 @@ def test_core_modules_import_only_core_packages_unguarded():
             bad.append(f"{_where(r)} (optional) at module level: `import gpscale` would "
                        "need it")
     assert not bad, bad
+
+
+def test_benchmarks_import_only_core_packages_and_the_bench_extras():
+    allowed = set(core()).union(*(extras()[e] for e in BENCH_EXTRAS))
+    bad = [_where(r) for r in third_party_imports(BENCHMARKS) if r["dist"] not in allowed]
+    assert not bad, f"benchmarks import packages outside the extras {BENCH_EXTRAS}: {bad}"
 
 
 def test_optional_imports_say_which_extra_to_install():
@@ -265,6 +279,29 @@ def test_core_package_works_with_every_optional_dependency_hidden():
          ",".join(EXTRA_MODULES)],
         capture_output=True, text=True, env=env, timeout=120)
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-3000:]
+
+
+# -- the wheel: the library, not its benchmarks ------------------------------------------------
+def test_the_wheel_holds_the_library_and_no_benchmarks(tmp_path):
+    """Built offline (``pip wheel --no-build-isolation``) from a copy of the checkout, so
+    the build leaves nothing in the source tree."""
+    tree = tmp_path / "tree"
+    skip = shutil.ignore_patterns("__pycache__", "*.egg-info", "results")
+    for name in ("src", "benchmarks"):
+        shutil.copytree(ROOT / name, tree / name, ignore=skip)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, tree / name)
+    built = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+         "--no-index", "-w", str(tmp_path / "dist"), str(tree)],
+        capture_output=True, text=True, timeout=300)
+    assert built.returncode == 0, built.stderr[-3000:]
+    (wheel,) = (tmp_path / "dist").glob("gpscale-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    assert not [n for n in names if n.startswith(("benchmarks/", "gpscale/bench/"))], names
+    modules = {p.relative_to(SRC).as_posix() for p in PKG.rglob("*.py")
+               if "__pycache__" not in p.parts}
+    assert modules == {n for n in names if n.endswith(".py")}
 
 
 # -- data downloads are checksummed ---------------------------------------------------------
