@@ -1,14 +1,18 @@
-"""The README's examples run, so they cannot go stale (issue 23).
+"""The README is a user's guide whose examples run, so they cannot go stale (issue 23).
 
-Every fenced ``bash`` / ``sh`` / ``shell`` / ``python`` block of README.md is run in a
-fresh temporary folder that holds small data under the names the README uses
-(``train.csv``, ``test.csv``, ``parts/``, ``new/``, ...; see :func:`make_files`): a shell
-block as one ``bash -e`` script with the ``gpscale`` console script first on PATH, a
-python block as a script of its own after a prelude that defines ``X``, ``y`` and
-``X_new``. A block is marked by an HTML comment on the line just before its fence:
+Every fenced ``bash`` / ``sh`` / ``shell`` / ``python`` block of README.md and of the
+pages under docs/ is run in a fresh temporary folder that holds small data under the
+names the README uses (``train.csv``, ``test.csv``, ``parts/``, ``new/``, ...; see
+:func:`make_files`): a shell block as one ``bash -e`` script with the ``gpscale`` console
+script first on PATH, a python block as a script of its own after a prelude that defines
+``X``, ``y`` and ``X_new``. A block is marked by an HTML comment on the line just before its fence:
 
 * ``<!-- not run -->``: installation lines, a cluster to start by hand: never run here;
 * ``<!-- slow -->``: run only with ``-m slow``.
+
+Besides, the README stays a guide (under 15 000 bytes, the results and their provenance
+in docs/benchmarks.md), names every method and kernel a user can ask for, and every
+relative link in it and in docs/ reaches a file and a heading that exist.
 """
 
 from __future__ import annotations
@@ -26,6 +30,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+#: the pages whose code blocks run: the README and the docs
+PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
+README_LIMIT = 15_000  # bytes: the README is a guide; results live in docs/benchmarks.md
 SRC = ROOT / "src"
 BIN = Path(sys.executable).parent  # where the gpscale console script lives
 LANGS = {"bash": "sh", "sh": "sh", "shell": "sh", "console": "sh", "python": "python"}
@@ -39,13 +46,14 @@ class Block:
     code: str
     line: int  # of the opening fence, 1-based
     mark: str | None
+    page: str = "README.md"  # relative to the repository root
 
     @property
     def id(self) -> str:
-        return f"README.md:{self.line}:{self.kind}"
+        return f"{self.page}:{self.line}:{self.kind}"
 
 
-def readme_blocks(text: str) -> list[Block]:
+def readme_blocks(text: str, page: str = "README.md") -> list[Block]:
     """The fenced code blocks of ``text`` in a language of :data:`LANGS`, each with the
     marker comment of the nearest non-blank line before its fence (or None)."""
     lines, out, i = text.splitlines(), [], 0
@@ -66,16 +74,18 @@ def readme_blocks(text: str) -> list[Block]:
         before = next((lines[j] for j in range(start - 1, -1, -1) if lines[j].strip()), "")
         marker = MARK.match(before)
         out.append(Block(LANGS[lang], textwrap.dedent("\n".join(body)) + "\n", start + 1,
-                         marker.group(1) if marker else None))
+                         marker.group(1) if marker else None, page))
     return out
 
 
-BLOCKS = readme_blocks(README.read_text(encoding="utf-8"))
+BLOCKS = [b for page in PAGES for b in readme_blocks(page.read_text(encoding="utf-8"),
+                                                      page.relative_to(ROOT).as_posix())]
 
 
 def test_blocks_are_found_and_markers_are_known():
-    assert any(b.mark is None and b.kind == "sh" for b in BLOCKS)
-    assert any(b.mark is None and b.kind == "python" for b in BLOCKS)
+    in_readme = [b for b in BLOCKS if b.page == "README.md"]
+    assert any(b.mark is None and b.kind == "sh" for b in in_readme)
+    assert any(b.mark is None and b.kind == "python" for b in in_readme)
     unknown = [f"{b.id}: <!-- {b.mark} -->" for b in BLOCKS
                if b.mark is not None and b.mark not in MARKS]
     assert not unknown, f"marker comments must be one of {MARKS}: {unknown}"
@@ -141,8 +151,9 @@ X_new = _rng.uniform(-3, 3, (10, 3))
 
 
 def run_block(block: Block, folder: Path) -> subprocess.CompletedProcess:
+    # as from a checkout: the library from src/, the benchmarks package from the root
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-               [str(SRC), *filter(None, [os.environ.get("PYTHONPATH")])]),
+               [str(SRC), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]),
            "PATH": os.pathsep.join([str(BIN), os.environ.get("PATH", "")]),
            "MPLBACKEND": "Agg"}
     if block.kind == "python":
@@ -174,3 +185,62 @@ def test_readme_block_runs(block, tmp_path):
         f"{out.stdout[-2000:]}\n--- stderr\n{out.stderr[-3000:]}")
     for name in re.findall(r"--out\s+([\w.][\w./-]*)", block.code):  # "-" is stdout
         assert (tmp_path / name).exists(), f"{block.id}: {name} was not written"
+
+
+# -- the README is a guide, and the pages link up ---------------------------------------------
+def test_readme_is_a_short_guide():
+    size = README.stat().st_size
+    assert size < README_LIMIT, (
+        f"README.md is {size} bytes; keep it under {README_LIMIT} (a user's guide): move "
+        "results, provenance and long comparisons to docs/benchmarks.md")
+    text = README.read_text(encoding="utf-8")
+    for command in ("make demo", "make test"):  # the two commands promised on a fresh machine
+        assert f"\n{command}" in text, f"README.md lost `{command}`"
+
+
+def test_readme_names_every_method_and_kernel():
+    import gpscale
+    from gpscale.kernels import KERNELS
+
+    text = README.read_text(encoding="utf-8")
+    named = set(re.findall(r"`([\w+-]+)`", text))
+    missing = sorted((set(gpscale.METHODS) | set(KERNELS) | {"auto"}) - named)
+    assert not missing, f"README.md does not name these methods / kernels: {missing}"
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a markdown heading."""
+    text = re.sub(r"[`*_]", "", heading.strip().lower())
+    return re.sub(r"[^\w\- ]", "", text).replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    text = re.sub(r"```.*?```", "", page.read_text(encoding="utf-8"), flags=re.S)
+    return {_slug(h) for h in re.findall(r"^#+\s+(.*)$", text, re.M)}
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def _links():
+    for page in PAGES:
+        for target in LINK.findall(page.read_text(encoding="utf-8")):
+            if not re.match(r"\w+:", target):  # http(s), mailto: not checked here
+                yield page, target
+
+
+def test_slug_follows_github():
+    assert _slug("The exact GP's iterative path") == "the-exact-gps-iterative-path"
+    assert _slug("What `auto` picks, and why") == "what-auto-picks-and-why"
+    assert _slug("5. The exact ML-II baseline") == "5-the-exact-ml-ii-baseline"
+
+
+@pytest.mark.parametrize("page,target", list(_links()),
+                         ids=lambda v: v.name if isinstance(v, Path) else v)
+def test_relative_link_resolves(page: Path, target: str):
+    path, _, anchor = target.partition("#")
+    dest = (page.parent / path).resolve() if path else page
+    assert dest.exists(), f"{page.name} links to {target}: no such file"
+    if anchor:
+        assert anchor in _anchors(dest), f"{page.name} links to {target}: no such heading"
+
