@@ -15,13 +15,15 @@ from gpscale.methods.auto import (
     SGPR_MAX_ROWS,
     SGPR_SECONDS,
     choose_method,
+)
+from gpscale.methods.cost import (
     exact_seconds,
     iterative_seconds,
     rff_seconds,
     sgpr_bytes,
     sgpr_seconds,
+    too_large,
 )
-from gpscale.methods.exact import too_large
 
 
 def _data(n, d=3, seed=0):
@@ -206,7 +208,7 @@ def test_the_iterative_estimate_counts_the_slower_contraction_of_other_kernels()
     """A Matérn kernel's refinement contracts by float64 vjp slabs: its evaluations cost
     more, fewer of them fit refine="auto"'s budget, and either way the refinement stays
     within that budget in the estimate auto reads."""
-    from gpscale.methods.exact import REFINE_SECONDS, refine_evaluations, refine_seconds
+    from gpscale.methods.cost import REFINE_SECONDS, refine_evaluations, refine_seconds
 
     for n, d in ((7_373, 32), (14_940, 18), (25_600, 8)):
         assert refine_seconds(n, d, rbf=False) > refine_seconds(n, d)

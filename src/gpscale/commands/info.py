@@ -85,16 +85,15 @@ def _quality(pred: Predictor, saved: dict[str, Any], names: list[str]
 
 
 def _solver(model: nn.Module) -> dict[str, Any] | None:
-    """How an iterative model's posterior was solved (CG iterations, residual, ...) and
+    """How an exact GP solved by CG solved its posterior (CG iterations, residual, ...) and
     what its file holds for prediction, in bytes; None for the other models."""
-    info = getattr(model, "solve_info", None)
+    solver = getattr(model, "solver", None)
+    info = getattr(solver, "solve_info", None)
     if not info:
         return None
-    sizes = getattr(model, "state_bytes", None)
     return {**{k: (_num(v) if isinstance(v, float) else v) for k, v in info.items()},
-            "tol": _num(getattr(model, "tol", float("nan"))),
-            "refined": dict(getattr(model, "refined", None) or {}),
-            "stored_bytes": sizes() if callable(sizes) else None}
+            "tol": _num(solver.tol), "refined": dict(solver.refined),
+            "stored_bytes": model.state_bytes()}
 
 
 def hyperparameters(pred: Predictor) -> dict[str, dict[str, Any]]:
