@@ -193,7 +193,14 @@ def test_the_command_line_takes_method_auto_and_a_budget(tmp_path):
               "--max-iter", "20", "--out", "m.pt")
     assert fit.returncode == 0, fit.stderr
     assert "--method auto picked exact" in fit.stderr
-    assert gpscale.load(tmp_path / "m.pt").method == "exact"
+    back = gpscale.load(tmp_path / "m.pt")
+    assert back.method == "exact" and back.choice.method == "exact"  # saved with the model
+    assert "picked by method='auto': exact" in back.summary()
+    shown = run("info", "m.pt", "--json")
+    assert shown.returncode == 0, shown.stderr
+    import json
+    assert json.loads(shown.stdout)["picked_by_auto"]["method"] == "exact"
+    assert "auto     picked exact: n=80" in run("info", "m.pt").stdout
     wrong = run("fit", "--data", "t.csv", "--target", "y", "--method", "exact", "--budget",
                 "30", "--out", "m2.pt")
     assert wrong.returncode == 2 and "--budget sizes the model" in wrong.stderr

@@ -67,6 +67,9 @@ def model_info(path: str | os.PathLike) -> dict[str, Any]:
                 "evaluations": int(result.n_evals), "time_s": _num(result.wall_s),
                 "converged": bool(result.converged), "reason": result.reason},
         "solver": _solver(pred.model),
+        "picked_by_auto": None if pred.choice is None else {
+            "method": pred.choice.method, "options": dict(pred.choice.options),
+            "reason": pred.choice.reason},
         "data_quality": _quality(pred, saved, names),
         "hyperparameters": hyperparameters(pred),
         "other_parameters": {k: list(p.shape) for k, p in _others(pred.model).items()},
@@ -238,6 +241,9 @@ def info_text(info: dict[str, Any]) -> str:
         "hyperparameters in the data's units (lengths in each input column's units, "
         "variances in the target's units squared):",
     ]
+    picked = info.get("picked_by_auto")
+    if picked:
+        lines[2:2] = [f"auto     picked {picked['method']}: {picked['reason']}"]
     solver = info.get("solver")
     if solver:
         held = solver.get("stored_bytes") or {}

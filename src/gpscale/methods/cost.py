@@ -4,7 +4,8 @@ solver and by the size guards.
 
 The models are fixed formulas with measured rates, not timings taken at run time, so
 that the same call gets the same answer on any machine and load. Where each rate was
-measured: ``benchmarks/results/design-measurements.md`` (section "Cost models").
+measured: ``benchmarks/results/design-measurements.md`` (section "The exact GP's
+constants and cost models").
 """
 
 from __future__ import annotations

@@ -209,8 +209,7 @@ def _held_out_choice(small: ExactGP, result: FitResult, X: torch.Tensor, y: torc
                      copies: Copies | None, keep: torch.Tensor, refit, seed: int) -> ExactGP:
     """θ for the iterative path when the sample's ML-II fit ended with the noise at or
     near its floor (:func:`_near_floor`), an interpolating optimum that can predict
-    badly (pumadyn32nm fold 0: on 4000 of its 7 373 rows, σ² at 1.02x its floor and 4
-    short lengthscales of 32, test RMSE 0.266; ML-II on 2000 rows: 0.214). Fit again on
+    badly (benchmarks/results/design-measurements.md). Fit again on
     half the sample, from the given values, with the noise kept above
     :data:`ALTERNATIVE_FLOOR` x var(y), and keep whichever θ, conditioned on the whole
     sample, predicts rows outside the sample better (mean NLPD of y on up to
@@ -249,9 +248,7 @@ def _smooth_start(small: ExactGP, result: FitResult, keep: torch.Tensor, refit) 
     above :data:`ALTERNATIVE_FLOOR` x var(y), the fit :func:`_held_out_choice` compares.
     The refinement on every row then runs with the user's floor, so data that are
     noise-free take the noise back down; an interpolating optimum of the sample is a
-    basin the refinement does not leave (pumadyn32nm fold 0: from the sample's θ the
-    noise stayed at 1.04x its floor; from this start it went to the all-rows ML-II
-    value)."""
+    basin the refinement does not leave (benchmarks/results/design-measurements.md)."""
     alt, _ = refit(keep[: keep.numel() // 2])
     result.history.append({"phase": "smooth start", "sample_noise": float(small.noise.detach()),
                            "start_noise": float(alt.noise.detach())})
@@ -265,7 +262,7 @@ def _smooth_start(small: ExactGP, result: FitResult, keep: torch.Tensor, refit) 
 
 def _near_floor(model: ExactGP) -> bool:
     """The noise ended within :data:`NEAR_FLOOR` times its floor: L-BFGS's last steps on
-    the softplus scale stop short of the floor itself (pumadyn32nm fold 0: 1.02x)."""
+    the softplus scale stop short of the floor itself (design-measurements.md)."""
     floor = ExactGP.noise.floor_of(model)
     noise = float(model.noise.detach())
     return bool(model.raw_noise.requires_grad) and noise < NEAR_FLOOR * floor
