@@ -118,7 +118,7 @@ def _fit(folder: Path, n_fit: int, n_test: int, workers: int | None) -> dict:
                        workers=workers)
     fit_s = time.perf_counter() - t0
     mean = pred.predict(Xte)
-    info = pred.model.solve_info
+    info = pred.model.solver.solve_info
     return {"fit_s": fit_s, "rmse": float(np.sqrt(np.mean((mean - yte) ** 2))),
             "std_y": float(np.std(yte)), "cg_iterations": info.get("iterations"),
             "cg_passes": info.get("passes"), "precond_rank": info.get("precond_rank"),

@@ -116,7 +116,7 @@ def _peak_rss_gib() -> float:
 
 def _one(method: str, options: dict, Xtr, ytr, Xte, yte, my: float, sy: float) -> dict:
     import gpscale
-    from gpscale.methods.exact import fit_seconds
+    from gpscale.methods.cost import fit_seconds
 
     opts = options if method == "exact" else {}
     t0 = time.perf_counter()
@@ -137,12 +137,12 @@ def _one(method: str, options: dict, Xtr, ytr, Xte, yte, my: float, sy: float) -
     return {"rmse": float(np.sqrt(np.mean(r * r))),
             "nlpd": float(np.mean(0.5 * np.log(2 * np.pi * var) + 0.5 * r * r / var)),
             "coverage95": float(np.mean(np.abs(r) <= 1.959964 * std)),
-            "fit_s": fit_s, "predict_s": predict_s, "model": type(pred.model).__name__,
+            "fit_s": fit_s, "predict_s": predict_s, "model": _model_name(pred.model),
             "picked": str(pred.choice.method) if pred.choice else None,
             "cg_iterations": last.get("iterations"), "cg_residual": last.get("residual"),
             "cg_passes": last.get("passes"), "precond_rank": last.get("precond_rank"),
             "precond_s": last.get("precond_seconds"), "solve_s": last.get("seconds"),
-            "precond_tol": getattr(pred.model, "precond_tol", None),
+            "precond_tol": getattr(getattr(pred.model, "solver", None), "precond_tol", None),
             "refine_evals": len(refined),
             "refine_s": refined[-1]["time_s"] if refined else None,
             "refine_cg_iterations": sum(h["iterations"] for h in refined) if refined else None,
@@ -273,3 +273,9 @@ def _targets(rec, by: dict[tuple[str, str], list[dict]]) -> None:
         rec.target(f"sets_with_exact_rmse_le_{OTHER_GOOD}_sgpr",
                    sum(r <= OTHER_GOOD for r in others), min(3, len(others)), ">=",
                    what=f"of the {len(others)} other sets run (the issue: 3 of 4)")
+
+
+def _model_name(model) -> str:
+    """The model's class, and for the exact GP its solver ("ExactGP/cg")."""
+    solver = getattr(model, "solver", None)
+    return type(model).__name__ + ("" if solver is None else f"/{solver.name}")

@@ -186,7 +186,7 @@ def _guarded(fn, *a):
 
 
 def _skip_reason(n: int, limit: int) -> dict:
-    from gpscale.methods.auto import exact_seconds
+    from gpscale.methods.cost import exact_seconds
 
     gib, secs = 3 * 8.0 * n * n / 2**30, exact_seconds(n)
     return {"mem_gib": gib, "est_s": secs,

@@ -1,10 +1,11 @@
-"""A check shared by the refinement's tests: its stochastic NLML gradient is unbiased."""
+"""Helpers of the CG solver's tests: its stochastic NLML gradient is unbiased; a model's
+hyperparameters moved onto the CG solver."""
 
 import math
 
 import torch
 
-from gpscale.train.exact_refine import ProbeDraws, mll_gradient
+from gpscale.models.exact_cg import StochasticGradient
 
 
 def assert_unbiased_gradient(model, want: torch.Tensor, draws: int = 16,
@@ -14,12 +15,10 @@ def assert_unbiased_gradient(model, want: torch.Tensor, draws: int = 16,
     standard errors of ``want`` (the dense gradient, parameters in ``model``'s order)
     in every parameter; the data-fit-only parameter, the constant mean, is exact; and
     the standard errors are small enough for the check to have teeth."""
-    L = model.precond_factor(model.operator("float64"))
     params = [p for p in model.parameters() if p.requires_grad]
     estimates = []
     for seed in range(draws):
-        sample = ProbeDraws(model.n, L.shape[1], probes, seed, model.X.dtype, model.X.device)
-        grads, _, info = mll_gradient(model, L, sample)
+        grads, info = StochasticGradient(model, probes, seed)()
         assert info["converged"]
         estimates.append(torch.cat([grads[p].reshape(-1) for p in params]))
     E = torch.stack(estimates)
@@ -29,3 +28,16 @@ def assert_unbiased_gradient(model, want: torch.Tensor, draws: int = 16,
     torch.testing.assert_close(mean[i_mean], want[i_mean], rtol=1e-7, atol=1e-8)
     assert bool(((mean - want).abs() <= 4 * se + 1e-9).all()), (mean, want, se)
     assert float(se.max()) < 0.05 * float(want.abs().max())
+
+
+def cg_model(exact, X=None, y=None, *, solve: bool = True, noise_floor=None, **options):
+    """``exact``'s hyperparameters on the rows X, y (default its own) with the CG solver of
+    ``options``, solved unless ``solve=False``."""
+    from gpscale.models import ConjugateGradients
+
+    extra = {} if "copies" not in options else {"copies": options.pop("copies")}
+    model = exact.with_solver(ConjugateGradients(**options), X, y, noise_floor=noise_floor,
+                              **extra)
+    if solve:
+        model.solve()
+    return model

@@ -15,13 +15,15 @@ from gpscale.methods.auto import (
     SGPR_MAX_ROWS,
     SGPR_SECONDS,
     choose_method,
+)
+from gpscale.methods.cost import (
     exact_seconds,
     iterative_seconds,
     rff_seconds,
     sgpr_bytes,
     sgpr_seconds,
+    too_large,
 )
-from gpscale.methods.exact import too_large
 
 
 def _data(n, d=3, seed=0):
@@ -191,7 +193,14 @@ def test_the_command_line_takes_method_auto_and_a_budget(tmp_path):
               "--max-iter", "20", "--out", "m.pt")
     assert fit.returncode == 0, fit.stderr
     assert "--method auto picked exact" in fit.stderr
-    assert gpscale.load(tmp_path / "m.pt").method == "exact"
+    back = gpscale.load(tmp_path / "m.pt")
+    assert back.method == "exact" and back.choice.method == "exact"  # saved with the model
+    assert "picked by method='auto': exact" in back.summary()
+    shown = run("info", "m.pt", "--json")
+    assert shown.returncode == 0, shown.stderr
+    import json
+    assert json.loads(shown.stdout)["picked_by_auto"]["method"] == "exact"
+    assert "auto     picked exact: n=80" in run("info", "m.pt").stdout
     wrong = run("fit", "--data", "t.csv", "--target", "y", "--method", "exact", "--budget",
                 "30", "--out", "m2.pt")
     assert wrong.returncode == 2 and "--budget sizes the model" in wrong.stderr
@@ -206,7 +215,7 @@ def test_the_iterative_estimate_counts_the_slower_contraction_of_other_kernels()
     """A Matérn kernel's refinement contracts by float64 vjp slabs: its evaluations cost
     more, fewer of them fit refine="auto"'s budget, and either way the refinement stays
     within that budget in the estimate auto reads."""
-    from gpscale.methods.exact import REFINE_SECONDS, refine_evaluations, refine_seconds
+    from gpscale.methods.cost import REFINE_SECONDS, refine_evaluations, refine_seconds
 
     for n, d in ((7_373, 32), (14_940, 18), (25_600, 8)):
         assert refine_seconds(n, d, rbf=False) > refine_seconds(n, d)

@@ -8,12 +8,12 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as hst
-from refine_checks import assert_unbiased_gradient
+from refine_checks import assert_unbiased_gradient, cg_model
 
 import gpscale
 from gpscale.kernels import RBF, Scale, from_config
 from gpscale.methods.exact import fit_exact
-from gpscale.models import ExactGP, IterativeExactGP, model_class
+from gpscale.models import ExactGP, model_class
 from gpscale.models.copies import Copies, merge_copies, rows_variance
 
 
@@ -98,10 +98,10 @@ def test_merged_cg_posterior_equals_the_cholesky_one(device):
     X, y, Xs = _repeated(distinct=80, rows=300, device=device)
     full, merged = _pair(X, y)
     for precond in ("rpchol", "pivchol"):
-        it = IterativeExactGP.from_exact(merged, tol=1e-11, precond=precond, precond_rank=15,
+        it = cg_model(merged, tol=1e-11, precond=precond, precond_rank=15,
                                          block_dtype="float64", variance="lanczos",
                                          variance_options={"block_size": 20, "steps": 10})
-        assert it.copies is not None and it.solve_info["converged"]
+        assert it.copies is not None and it.solver.solve_info["converged"]
         for noisy in (False, True):
             a, b = full.predict(Xs, include_noise=noisy), it.predict(Xs, include_noise=noisy)
             torch.testing.assert_close(b.mean, a.mean, rtol=1e-8, atol=1e-9)
@@ -109,10 +109,10 @@ def test_merged_cg_posterior_equals_the_cholesky_one(device):
         torch.testing.assert_close(it.objective().detach(), full.nlml().detach(),
                                    rtol=1e-11, atol=1e-9)
     # the preconditioner helps: fewer iterations than without one
-    bare = IterativeExactGP.from_exact(merged, tol=1e-11, precond="none",
+    bare = cg_model(merged, tol=1e-11, precond="none",
                                        block_dtype="float64", variance="lanczos",
                                        variance_options={"steps": 1})
-    assert it.solve_info["iterations"] < bare.solve_info["iterations"]
+    assert it.solver.solve_info["iterations"] < bare.solver.solve_info["iterations"]
 
 
 def test_merged_pathwise_variances_are_unbiased(device):
@@ -122,7 +122,7 @@ def test_merged_pathwise_variances_are_unbiased(device):
     X, y, Xs = _repeated(distinct=60, rows=200, device=device)
     full, merged = _pair(X, y)
     ratios = torch.stack([
-        IterativeExactGP.from_exact(merged, tol=1e-10, variance="pathwise", seed=seed,
+        cg_model(merged, tol=1e-10, variance="pathwise", seed=seed,
                                     block_dtype="float64",
                                     variance_options={"num_samples": 4000,
                                                       "num_features": 64}).predict(Xs).var
@@ -138,7 +138,7 @@ def test_merged_stochastic_gradient_is_unbiased(device):
     X, y, _ = _repeated(distinct=120, rows=400, d=3, device=device)
     full, merged = _pair(X, y, noise=0.05)
     _, want = _grads(full)
-    model = IterativeExactGP.from_exact(merged, solve=False, tol=1e-10, block_dtype="float64",
+    model = cg_model(merged, solve=False, tol=1e-10, block_dtype="float64",
                                         precond_rank=20)
     assert_unbiased_gradient(model, want)
 
@@ -224,7 +224,7 @@ def test_the_command_line_fits_repeated_rows_on_the_iterative_path(tmp_path):
               "solver=cg", "--option", "subsample=60", "--option", "refine=2", "--out", "m.pt")
     assert fit.returncode == 0, fit.stderr
     found = json.loads(run("info", "m.pt", "--json").stdout)
-    assert found["model"] == "IterativeExactGP" and found["n"] == 480
+    assert found["model"] == "ExactGP" and found["solver"] is not None and found["n"] == 480
     assert found["distinct_inputs"] == len({tuple(x) for x in X.tolist()}) < 480
     assert "distinct inputs (copies merged" in run("info", "m.pt").stdout
     pred = run("predict", "--model", "m.pt", "--data", "new.csv", "--out", "p.csv")

@@ -543,7 +543,7 @@ def test_kernel_products_on_the_cluster_equal_in_process(client, kernel_name, bl
 def test_the_exact_gp_on_every_row_sends_its_products_to_the_cluster(client):
     """``gpscale.fit(method="exact", solver="cg", scheduler=...)``: the CG products run
     as tasks on the workers, and the model equals the in-process one."""
-    from gpscale.models import IterativeExactGP
+    from gpscale.models import ExactGP
 
     rng = np.random.default_rng(5)
     X = rng.uniform(-2, 2, (800, 3))
@@ -560,7 +560,7 @@ def test_the_exact_gp_on_every_row_sends_its_products_to_the_cluster(client):
     ran = [t["key"] for t in stream.data]
     assert any("_block_products" in str(k) for k in ran), ran[:5]  # on the workers
     assert any("_extend_block" in str(k) for k in ran), ran[:5]  # the factor's rows too
-    assert isinstance(there.model, IterativeExactGP) and there.model.client is None
+    assert (isinstance(there.model, ExactGP) and there.model.solver.name == "cg") and there.model.solver.client is None
     a, b = here.result.history[-1], there.result.history[-1]
     assert a["iterations"] == b["iterations"] and a["passes"] == b["passes"]
     X_new = rng.uniform(-2, 2, (30, 3))

@@ -13,8 +13,9 @@ import numpy as np
 import pytest
 
 import gpscale
+import gpscale.methods.cost as cost
 import gpscale.methods.exact as exact_method
-from gpscale.models import ExactGP, IterativeExactGP
+from gpscale.models import ExactGP
 
 CG = {"method": "exact", "solver": "cg", "seed": 0, "max_iter": 40}
 
@@ -41,7 +42,7 @@ def test_cg_on_every_row_predicts_as_the_cholesky_model_with_its_hyperparameters
     X, y, X_test = _data()
     chol = gpscale.fit(X, y, method="exact", solver="cholesky", seed=0, max_iter=40)
     cg = gpscale.fit(X, y, subsample=len(y), cg_tol=1e-8, **CG)
-    assert isinstance(chol.model, ExactGP) and isinstance(cg.model, IterativeExactGP)
+    assert isinstance(chol.model, ExactGP) and (isinstance(cg.model, ExactGP) and cg.model.solver.name == "cg")
     m1, s1 = chol.predict(X_test, return_std=True)
     m2, s2 = cg.predict(X_test, return_std=True)
     np.testing.assert_allclose(m2, m1, rtol=1e-6, atol=1e-6 * y.std())
@@ -63,23 +64,23 @@ def test_the_sample_sets_theta_and_every_row_sets_the_posterior(tmp_path):
     assert np.sqrt(np.mean((small.predict(X_test) - f) ** 2)) < 0.1
     sub.save(tmp_path / "m.pt")
     back = gpscale.load(tmp_path / "m.pt")
-    assert isinstance(back.model, IterativeExactGP)
+    assert (isinstance(back.model, ExactGP) and back.model.solver.name == "cg")
     for a, b in zip(sub.predict(X_test, return_std=True), back.predict(X_test, return_std=True)):
         np.testing.assert_array_equal(a, b)
 
 
 def test_auto_solver_goes_iterative_past_the_size_guard(monkeypatch):
     X, y, X_test = _data(400)
-    assert not exact_method.too_large(400, 3)
+    assert not cost.too_large(400, 3)
     below = gpscale.fit(X, y, method="exact", seed=0, max_iter=10)
     assert isinstance(below.model, ExactGP)
-    monkeypatch.setattr(exact_method, "GUARD_MIN_N", 100)
-    monkeypatch.setattr(exact_method, "iterative_seconds", lambda n, d, rbf=True: 1e-6)
-    monkeypatch.setattr(exact_method, "SUBSAMPLE_SECONDS",
-                        250 ** 3 * exact_method.EXACT_EVALS * exact_method.EXACT_N3_SECONDS)
-    assert exact_method.too_large(400, 3) and exact_method.sample_size(400) == 200
+    monkeypatch.setattr(cost, "GUARD_MIN_N", 100)
+    monkeypatch.setattr(cost, "iterative_seconds", lambda n, d, rbf=True: 1e-6)
+    monkeypatch.setattr(cost, "SUBSAMPLE_SECONDS",
+                        250 ** 3 * cost.EXACT_EVALS * cost.EXACT_N3_SECONDS)
+    assert cost.too_large(400, 3) and cost.sample_size(400) == 200
     above = gpscale.fit(X, y, method="exact", seed=0, max_iter=10)
-    assert isinstance(above.model, IterativeExactGP) and above.model.n == 400
+    assert (isinstance(above.model, ExactGP) and above.model.solver.name == "cg") and above.model.n == 400
     with pytest.raises(ValueError, match="solver must be one of"):
         gpscale.fit(X, y, method="exact", solver="lu")
 
@@ -88,10 +89,10 @@ def test_the_solver_switch_counts_the_kernels_contraction(monkeypatch):
     """A kernel without the tiled contraction (float64 vjp slabs, 7x slower per entry by
     the cost model) leaves Cholesky later than an RBF: the switch and fit_seconds use
     the kernel fit_exact is given."""
-    monkeypatch.setattr(exact_method, "available_memory", lambda: None)  # time alone
-    assert exact_method.too_large(6000, 8) and not exact_method.too_large(6000, 8, rbf=False)
-    assert exact_method.fit_seconds(6000, 8, rbf=False) == exact_method.exact_seconds(6000)
-    assert exact_method.fit_seconds(6000, 8) == exact_method.iterative_seconds(6000, 8)
+    monkeypatch.setattr(cost, "available_memory", lambda: None)  # time alone
+    assert cost.too_large(6000, 8) and not cost.too_large(6000, 8, rbf=False)
+    assert cost.fit_seconds(6000, 8, rbf=False) == cost.exact_seconds(6000)
+    assert cost.fit_seconds(6000, 8) == cost.iterative_seconds(6000, 8)
     seen = []
     monkeypatch.setattr(exact_method, "too_large",
                         lambda n, d, dtype=None, rbf=True: seen.append(rbf) or False)
@@ -107,7 +108,7 @@ def test_the_estimator_takes_the_iterative_path():
     X, y, X_test = _data(300)
     est = GPRegressor(method="exact", options={"solver": "cg", "subsample": 150,
                                                "max_iter": 20}).fit(X, y)
-    assert isinstance(est.predictor_.model, IterativeExactGP)
+    assert (isinstance(est.predictor_.model, ExactGP) and est.predictor_.model.solver.name == "cg")
     mean, std = est.predict(X_test, return_std=True)
     assert mean.shape == std.shape == (50,) and np.all(std > 0)
 
@@ -131,7 +132,7 @@ def test_the_command_line_fits_saves_describes_and_predicts(tmp_path):
     info = run("info", "m.pt", "--json")
     assert info.returncode == 0, info.stderr
     found = json.loads(info.stdout)
-    assert found["model"] == "IterativeExactGP" and found["n"] == 400
+    assert found["model"] == "ExactGP" and found["solver"] is not None and found["n"] == 400
     assert found["solver"]["iterations"] >= 1 and found["solver"]["residual"] <= 1e-3
     assert set(found["solver"]["stored_bytes"]) == {"rows", "weights", "variance_cache"}
     assert "preconditioned CG" in run("info", "m.pt").stdout
@@ -155,7 +156,7 @@ def test_the_exact_large_benchmark_on_a_small_slice(tmp_path, capsys, data_dir):
     assert bench.main(argv) == 0
     lines = [json.loads(s) for s in capsys.readouterr().out.splitlines() if s.startswith("{")]
     fits = [r for r in lines if r.get("kind") == "fit" and r["method"] == "exact"]
-    assert len(fits) == 1 and fits[0]["model"] == "IterativeExactGP"
+    assert len(fits) == 1 and fits[0]["model"] == "ExactGP/cg"
     row = fits[0]
     assert row["n"] == 300 and row["cg_iterations"] >= 1 and 0 <= row["coverage95"] <= 1
     assert row["rmse"] < 1.0 and row["peak_rss_gib"] > 0
@@ -183,7 +184,7 @@ def test_a_sample_fit_ending_at_the_noise_floor_is_checked_on_held_out_rows():
     kept = ("half sample" if check["nlpd_half_sample_theta"] < check["nlpd_sample_theta"]
             else "sample")
     assert check["kept"] == kept and np.isfinite(best)
-    assert isinstance(model, IterativeExactGP) and model.n == 300
+    assert (isinstance(model, ExactGP) and model.solver.name == "cg") and model.n == 300
 
 
 def test_a_sample_fit_ending_at_the_noise_floor_refines_from_a_smooth_start():
@@ -205,4 +206,4 @@ def test_a_sample_fit_ending_at_the_noise_floor_refines_from_a_smooth_start():
     assert not any(h.get("phase") == "held-out check" for h in result.history)
     assert sum(h.get("phase") == "refine" for h in result.history) >= 5
     assert float(model.noise.detach()) < start["start_noise"] / 10
-    assert IterativeExactGP.noise.floor_of(model) < 1e-3 * float(y.var())
+    assert ExactGP.noise.floor_of(model) < 1e-3 * float(y.var())

@@ -6,6 +6,7 @@ import warnings
 import pytest
 import torch
 
+import gpscale.methods.cost as cost
 import gpscale.methods.exact as exact_method
 from gpscale import ExactGP
 from gpscale.kernels import make_kernel
@@ -84,37 +85,37 @@ def test_finite_check_of_robust_cholesky():
 
 
 def test_exact_cost_formula():
-    est = exact_method.exact_cost(20_000, 5)
+    est = cost.exact_cost(20_000, 5)
     assert est["memory_bytes"] == pytest.approx(3 * 20_000**2 * 8 + 4 * 20_000 * 5 * 8)
-    small = exact_method.exact_cost(1000, 5)
+    small = cost.exact_cost(1000, 5)
     assert est["seconds"] == pytest.approx(small["seconds"] * 20**3, rel=1e-12)
 
 
 def test_size_guard_warns_with_the_estimate_and_the_methods_that_scale(monkeypatch):
-    monkeypatch.setattr(exact_method, "exact_cost",
+    monkeypatch.setattr(cost, "exact_cost",
                         lambda n, d, dtype=None: {"memory_bytes": 9.6e9, "seconds": 3.6e4})
-    with pytest.warns(exact_method.SizeWarning, match=r"600 minutes.*rff.*grief-ii.*svgp"):
-        exact_method.size_guard(20_000, 5)
+    with pytest.warns(cost.SizeWarning, match=r"600 minutes.*rff.*grief-ii.*svgp"):
+        cost.size_guard(20_000, 5)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert exact_method.size_guard(exact_method.GUARD_MIN_N - 1, 5) is None
-    monkeypatch.setattr(exact_method, "exact_cost",
+        assert cost.size_guard(cost.GUARD_MIN_N - 1, 5) is None
+    monkeypatch.setattr(cost, "exact_cost",
                         lambda n, d, dtype=None: {"memory_bytes": 1e3, "seconds": 1.0})
     with warnings.catch_warnings():
         warnings.simplefilter("error")
-        assert exact_method.size_guard(20_000, 5)["seconds"] == 1.0
-    monkeypatch.setattr(exact_method, "available_memory", lambda: 1e9)
-    monkeypatch.setattr(exact_method, "exact_cost",
+        assert cost.size_guard(20_000, 5)["seconds"] == 1.0
+    monkeypatch.setattr(cost, "available_memory", lambda: 1e9)
+    monkeypatch.setattr(cost, "exact_cost",
                         lambda n, d, dtype=None: {"memory_bytes": 9.6e9, "seconds": 1.0})
-    with pytest.warns(exact_method.SizeWarning, match="GiB available"):
-        exact_method.size_guard(20_000, 5)
+    with pytest.warns(cost.SizeWarning, match="GiB available"):
+        cost.size_guard(20_000, 5)
 
 
 def test_the_size_guard_names_registered_methods_sgpr_first():
     import gpscale
 
-    assert exact_method.SCALABLE_METHODS[0] == "sgpr"
-    assert set(exact_method.SCALABLE_METHODS) <= set(gpscale.METHODS)
+    assert cost.SCALABLE_METHODS[0] == "sgpr"
+    assert set(cost.SCALABLE_METHODS) <= set(gpscale.METHODS)
 
 
 def test_the_size_guard_and_auto_read_one_cost_model():
@@ -123,18 +124,18 @@ def test_the_size_guard_and_auto_read_one_cost_model():
     from gpscale.methods import auto
 
     for n, d in ((500, 3), (5000, 8), (40_000, 20)):
-        est = exact_method.exact_cost(n, d)
-        assert auto.exact_seconds(n) == est["seconds"] == exact_method.exact_cost(n, d)["seconds"]
-        assert exact_method.exact_bytes(n, d) == est["memory_bytes"]
-    assert auto.exact_seconds is exact_method.exact_seconds
+        est = cost.exact_cost(n, d)
+        assert auto.exact_seconds(n) == est["seconds"] == cost.exact_cost(n, d)["seconds"]
+        assert cost.exact_bytes(n, d) == est["memory_bytes"]
+    assert auto.exact_seconds is cost.exact_seconds
 
 
 def test_fit_exact_runs_the_size_guard(monkeypatch):
-    monkeypatch.setattr(exact_method, "GUARD_MIN_N", 10)
-    monkeypatch.setattr(exact_method, "exact_cost",
+    monkeypatch.setattr(cost, "GUARD_MIN_N", 10)
+    monkeypatch.setattr(cost, "exact_cost",
                         lambda n, d, dtype=None: {"memory_bytes": 1e3, "seconds": 1e5})
     X = torch.rand(20, 2, dtype=torch.float64)
-    with pytest.warns(exact_method.SizeWarning):
+    with pytest.warns(cost.SizeWarning):
         exact_method.fit_exact(X, X.sum(1), make_kernel("rbf-ard", 2), max_iter=3)
 
 
@@ -236,7 +237,7 @@ def test_warnings_are_exported_from_the_package_and_train():
 
     assert gpscale.ConvergenceWarning is gpscale.train.ConvergenceWarning
     assert gpscale.ConvergenceWarning is lbfgs.ConvergenceWarning
-    assert gpscale.SizeWarning is gpscale.train.SizeWarning is exact_method.SizeWarning
+    assert gpscale.SizeWarning is gpscale.train.SizeWarning is cost.SizeWarning
     assert {"ConvergenceWarning", "SizeWarning"} <= set(gpscale.__all__)
     assert {"ConvergenceWarning", "SizeWarning"} <= set(gpscale.train.__all__)
     X, y = _highdim(n=40, d=2)

@@ -1,4 +1,4 @@
-"""IterativeExactGP and the fast kernel products against dense references (small n,
+"""The exact GP's CG solver and the fast kernel products against dense references (small n,
 float64): CG means equal Cholesky means, variances equal (Lanczos at full rank) or
 estimate without bias (pathwise sampling) the Cholesky variances, float32 slabs stay
 close, warm starts save iterations, and a saved model predicts what it did."""
@@ -20,7 +20,8 @@ from gpscale.kernels.chunked import (
     prepare_columns,
 )
 from gpscale.linalg.operator import KernelOperator, row_blocks
-from gpscale.models import ExactGP, IterativeExactGP, model_class
+from gpscale.models import ConjugateGradients, ExactGP, model_class
+from refine_checks import cg_model
 
 KERNELS = {
     "rbf-ard": lambda d: Scale(RBF([0.7, 1.3, 2.0][:d], ard_dims=d), 1.7),
@@ -143,13 +144,13 @@ def test_operator_products(device):
 def test_cg_mean_equals_the_cholesky_mean(device):
     X, y, Xs = _data(400, device=device)
     ex = _exact(X, y)
-    it = IterativeExactGP.from_exact(ex, tol=1e-12, precond_rank=50, block_dtype="float64",
+    it = cg_model(ex, tol=1e-12, precond_rank=50, block_dtype="float64",
                                      variance_options={"num_samples": 8})
-    assert it.solve_info["converged"] and it.solve_info["iterations"] < 400
+    assert it.solver.solve_info["converged"] and it.solver.solve_info["iterations"] < 400
     ref, out = ex.predict(Xs), it.predict(Xs)
     torch.testing.assert_close(out.mean, ref.mean, rtol=1e-8, atol=1e-8)
     # the stop rule: RMS mean error at the training inputs <= tol · RMS(y − m)
-    coarse = IterativeExactGP.from_exact(ex, tol=1e-3, precond_rank=20, variance="lanczos",
+    coarse = cg_model(ex, tol=1e-3, precond_rank=20, variance="lanczos",
                                          block_dtype="float64", variance_options={"steps": 1})
     err = (coarse.predict(X).mean - ex.predict(X).mean).square().mean().sqrt()
     assert float(err) <= 1e-3 * float((y - 0.2).square().mean().sqrt())
@@ -158,14 +159,14 @@ def test_cg_mean_equals_the_cholesky_mean(device):
 def test_full_rank_lanczos_variances_equal_the_cholesky_variances(device):
     X, y, Xs = _data(300, device=device)
     ex = _exact(X, y)
-    it = IterativeExactGP.from_exact(ex, tol=1e-10, variance="lanczos", block_dtype="float64",
+    it = cg_model(ex, tol=1e-10, variance="lanczos", block_dtype="float64",
                                      variance_options={"block_size": 30, "steps": 10})
-    assert it.cache.R.shape == (300, 300)
+    assert it.solver.cache.R.shape == (300, 300)
     for noisy in (False, True):
         ref, out = ex.predict(Xs, include_noise=noisy), it.predict(Xs, include_noise=noisy)
         torch.testing.assert_close(out.var, ref.var, rtol=1e-7, atol=1e-9)
     # below full rank the Krylov projection only adds variance (an upper bound)
-    low = IterativeExactGP.from_exact(ex, tol=1e-10, variance="lanczos", block_dtype="float64",
+    low = cg_model(ex, tol=1e-10, variance="lanczos", block_dtype="float64",
                                       variance_options={"block_size": 8, "steps": 4})
     assert torch.all(low.predict(Xs).var >= ex.predict(Xs).var - 1e-10)
 
@@ -175,7 +176,7 @@ def test_pathwise_variances_are_unbiased(device):
     draws each point's estimate has relative standard error ≈ √(2/S) = 2.2 %."""
     X, y, Xs = _data(200, device=device)
     ex = _exact(X, y)
-    it = IterativeExactGP.from_exact(ex, tol=1e-10, variance="pathwise", seed=3,
+    it = cg_model(ex, tol=1e-10, variance="pathwise", seed=3,
                                      block_dtype="float64",
                                      variance_options={"num_samples": 4000,
                                                        "num_features": 64})
@@ -189,7 +190,7 @@ def test_default_pathwise_variances_are_calibrated(device):
     """With the default S = 64 draws the relative error per point is ≈ √(2/64) = 18 %."""
     X, y, Xs = _data(300, device=device)
     ex = _exact(X, y)
-    it = IterativeExactGP.from_exact(ex, tol=1e-8)
+    it = cg_model(ex, tol=1e-8)
     ratio = it.predict(Xs).var / ex.predict(Xs).var
     assert 0.85 < float(ratio.median()) < 1.15
     assert float(ratio.min()) > 0.3 and float(ratio.max()) < 2.5
@@ -209,13 +210,13 @@ def test_float32_slabs_keep_the_mean(device):
     bound = 1e-3 * float(r.square().mean().sqrt())
     iters = {}
     for dt in ("float32", "float64"):
-        it = IterativeExactGP.from_exact(ex, block_dtype=dt, variance="lanczos",
+        it = cg_model(ex, block_dtype=dt, variance="lanczos",
                                          variance_options={"steps": 1}, precond_rank=30)
-        assert it.solve_dtype == dt
-        true = (r - it.operator("float64").matmul(it.alpha)).norm() / r.norm()
+        assert it.solver.solve_dtype == dt
+        true = (r - it.solver.operator(it, "float64").matmul(it.solver.alpha)).norm() / r.norm()
         assert float(true) < 1.5e-3
         assert float((it.predict(X).mean - ref).square().mean().sqrt()) < bound
-        iters[dt] = it.solve_info["iterations"]
+        iters[dt] = it.solver.solve_info["iterations"]
     # float32 tiles and preconditioner cost a few more iterations (here +25 %, on
     # kin40k 0-2 %) while each pass costs ~0.6 of a float64 one
     assert iters["float32"] <= 1.3 * iters["float64"] + 2, iters
@@ -224,16 +225,16 @@ def test_float32_slabs_keep_the_mean(device):
 def test_warm_start_takes_fewer_iterations():
     X, y, _ = _data(250)
     ex = _exact(X, y)
-    it = IterativeExactGP.from_exact(ex, tol=1e-8, precond_rank=10, variance="lanczos",
+    it = cg_model(ex, tol=1e-8, precond_rank=10, variance="lanczos",
                                      variance_options={"block_size": 4, "steps": 1})
-    assert it.solve_dtype == "float64"  # tol below what float32 tiles reach
-    cold_iters = it.solve_info["iterations"]
+    assert it.solver.solve_dtype == "float64"  # tol below what float32 tiles reach
+    cold_iters = it.solver.solve_info["iterations"]
     with torch.no_grad():  # a nearby θ, as between two hyperparameter steps
         it.kernel.outputscale = it.kernel.outputscale * 1.02
     warm = it.solve()["iterations"]
     cold = it.solve(warm=False)["iterations"]
     assert warm < cold and cold >= cold_iters - 2
-    start = it.alpha.clone()
+    start = it.solver.alpha.clone()
     assert it.solve(x0=start)["iterations"] <= 2
 
 
@@ -241,7 +242,7 @@ def test_save_and_load_give_identical_predictions(tmp_path):
     X, y, Xs = _data(150)
     ex = _exact(X, y)
     for variance in ("pathwise", "lanczos"):
-        it = IterativeExactGP.from_exact(ex, tol=1e-6, variance=variance, precond_rank=20,
+        it = cg_model(ex, tol=1e-6, variance=variance, precond_rank=20,
                                          variance_options={"num_samples": 8} if
                                          variance == "pathwise" else {"steps": 2})
         config, state = it.to_config(), it.saved_state()
@@ -252,21 +253,23 @@ def test_save_and_load_give_identical_predictions(tmp_path):
         torch.save({"config": config, "state": state, "kernel": it.kernel.config()}, path)
         saved = torch.load(path, weights_only=True)
         from gpscale.kernels import from_config
-        twin = model_class("IterativeExactGP").from_config(
+        # files written before the solvers were one class name "IterativeExactGP"
+        assert model_class("IterativeExactGP") is model_class("ExactGP") is ExactGP
+        twin = model_class("ExactGP").from_config(
             saved["config"], saved["state"], from_config(saved["kernel"]))
         twin.load_state_dict(saved["state"])
         for noisy in (False, True):
             a, b = it.predict(Xs, include_noise=noisy), twin.predict(Xs, include_noise=noisy)
             torch.testing.assert_close(b.mean, a.mean, rtol=0, atol=0)
             torch.testing.assert_close(b.var, a.var, rtol=0, atol=0)
-        assert twin.solve_info["iterations"] == config["cg_iterations"]  # not re-solved
+        assert twin.solver.solve_info["iterations"] == config["cg_iterations"]  # not re-solved
 
 
 def test_from_exact_carries_the_hyperparameters_and_objective():
     X, y, _ = _data(120)
     ex = _exact(X, y)
     ex.noise = torch.tensor(0.0123, dtype=torch.float64)
-    it = IterativeExactGP.from_exact(ex, solve=False)
+    it = cg_model(ex, solve=False)
     assert torch.equal(it.noise, ex.noise) and torch.equal(it.mean_constant, ex.mean_constant)
     for p, q in zip(it.kernel.parameters(), ex.kernel.parameters()):
         assert torch.equal(p, q)
@@ -274,34 +277,34 @@ def test_from_exact_carries_the_hyperparameters_and_objective():
         torch.testing.assert_close(it.objective(), ex.nlml(), rtol=1e-10, atol=1e-10)
     # changed hyperparameters are re-solved on the next predict
     it.predict(X[:3])
-    theta = it.solved_theta.clone()
+    theta = it.solver.solved_theta.clone()
     with torch.no_grad():
         it.noise = torch.tensor(0.02, dtype=torch.float64)
     it.predict(X[:3])
-    assert not torch.equal(theta, it.solved_theta)
+    assert not torch.equal(theta, it.solver.solved_theta)
 
 
 def test_bad_arguments_are_refused():
     X, y, _ = _data(20)
     kernel = make_kernel("rbf", 3)
     with pytest.raises(ValueError, match="tol"):
-        IterativeExactGP(kernel, X, y, tol=0.0)
+        ExactGP(kernel, X, y, solver=ConjugateGradients(tol=0.0))
     with pytest.raises(ValueError, match="block_dtype"):
-        IterativeExactGP(kernel, X, y, block_dtype="float16")
+        ExactGP(kernel, X, y, solver=ConjugateGradients(block_dtype="float16"))
     with pytest.raises(ValueError, match="variance"):
-        IterativeExactGP(kernel, X, y, variance="exact")
+        ExactGP(kernel, X, y, solver=ConjugateGradients(variance="exact"))
     with pytest.raises(ValueError, match="max_iter"):
-        IterativeExactGP(kernel, X, y, max_iter=0)
+        ExactGP(kernel, X, y, solver=ConjugateGradients(max_iter=0))
     with pytest.raises(ValueError, match="spectral density"):
-        IterativeExactGP(Periodic(1.0, 1.0), X, y, variance="pathwise").solve()
+        ExactGP(Periodic(1.0, 1.0), X, y, solver=ConjugateGradients(variance="pathwise")).solve()
     # a kernel without a spectral density falls back to Lanczos variances
-    assert IterativeExactGP(Periodic(1.0, 1.0), X, y).cache.kind == "lanczos"
+    assert ExactGP(Periodic(1.0, 1.0), X, y, solver="cg").solver.cache.kind == "lanczos"
 
 
 def test_matern_pathwise_variance_follows_the_student_t_density():
     X, y, Xs = _data(150)
     ex = ExactGP(Scale(Matern(1.5, 1.0)), X, y, noise=0.01)
-    it = IterativeExactGP.from_exact(ex, tol=1e-10, block_dtype="float64",
+    it = cg_model(ex, tol=1e-10, block_dtype="float64",
                                      variance_options={"num_samples": 3000,
                                                        "num_features": 64})
     ratio = it.predict(Xs).var / ex.predict(Xs).var
@@ -354,7 +357,8 @@ def test_float32_tiles_keep_a_good_preconditioner_good():
     y = torch.sin(3 * X[:, 0]) + torch.cos(2 * X[:, 1]) + 0.3 * torch.randn(
         3000, generator=g, dtype=torch.float64)
     kernel = Scale(RBF(torch.tensor([3.0, 4.0]), ard_dims=2))
-    model = IterativeExactGP(kernel, X, y, noise=1e-4, tol=1e-3, block_dtype="float32")
+    model = ExactGP(kernel, X, y, noise=1e-4,
+                    solver=ConjugateGradients(tol=1e-3, block_dtype="float32"))
     info = model.solve()
     assert info["converged"] and info["precond_rank"] < 100
     assert info["iterations"] <= 8, info
@@ -364,16 +368,16 @@ def test_float32_tiles_keep_a_good_preconditioner_good():
 def test_every_preconditioner_gives_the_cholesky_mean(precond):
     X, y, Xs = _data(200)
     ex = _exact(X, y)
-    it = IterativeExactGP.from_exact(ex, tol=1e-11, precond=precond, precond_rank=40,
+    it = cg_model(ex, tol=1e-11, precond=precond, precond_rank=40,
                                      block_dtype="float64", variance="lanczos",
                                      variance_options={"block_size": 2, "steps": 1})
     torch.testing.assert_close(it.predict(Xs).mean, ex.predict(Xs).mean, rtol=1e-8, atol=1e-8)
-    assert it.solve_info["precond_rank"] == (0 if precond == "none" else 40)
+    assert it.solver.solve_info["precond_rank"] == (0 if precond == "none" else 40)
 
 
 def test_the_solve_reports_its_residuals_and_shows_a_progress_bar(capsys):
     X, y, _ = _data(200)
-    it = IterativeExactGP.from_exact(_exact(X, y), tol=1e-8, precond_rank=5,
+    it = cg_model(_exact(X, y), tol=1e-8, precond_rank=5,
                                      variance="lanczos", solve=False,
                                      variance_options={"block_size": 2, "steps": 1})
     info = it.solve(progress=True)
@@ -382,14 +386,14 @@ def test_the_solve_reports_its_residuals_and_shows_a_progress_bar(capsys):
     assert res[-1] == pytest.approx(info["residual_max"]) and res[-1] <= 1e-8 < res[0]
     bar = capsys.readouterr().err
     assert f"CG on 200 rows: {info['iterations']}pass" in bar  # no total, no ETA
-    assert f"/{it.max_iter}" not in bar
+    assert f"/{it.solver.max_iter}" not in bar
     it.solve(warm=False)  # progress=False by default: nothing shown
     assert capsys.readouterr().err == ""
 
 
 def test_the_preconditioners_cap_keeps_a_rank_floor_where_memory_allows(monkeypatch):
-    from gpscale.models import iterative
-    from gpscale.models.iterative import PRECOND_BYTES, PRECOND_MIN_RANK, precond_cap
+    from gpscale.models import exact_cg
+    from gpscale.models.exact_cg import PRECOND_BYTES, PRECOND_MIN_RANK, precond_cap
 
     small = 20_000  # PRECOND_BYTES holds more than the floor: unchanged
     assert precond_cap(small) == PRECOND_BYTES // (8 * small) > PRECOND_MIN_RANK
@@ -406,11 +410,11 @@ def test_the_preconditioners_cap_keeps_a_rank_floor_where_memory_allows(monkeypa
     # the model asks for it with the memory its operator has (here: this machine's)
     from gpscale.linalg import operator
     X, y, _ = _data(300)
-    monkeypatch.setattr(iterative, "PRECOND_BYTES", 8 * 300 * 10)  # rank 10 by bytes
-    monkeypatch.setattr(iterative, "PRECOND_MIN_RANK", 40)
+    monkeypatch.setattr(exact_cg, "PRECOND_BYTES", 8 * 300 * 10)  # rank 10 by bytes
+    monkeypatch.setattr(exact_cg, "PRECOND_MIN_RANK", 40)
     monkeypatch.setattr(operator, "available_memory", lambda: 2 * 8 * 300 * 25)
-    it = IterativeExactGP.from_exact(_exact(X, y), precond_tol=0.0, variance="lanczos",
+    it = cg_model(_exact(X, y), precond_tol=0.0, variance="lanczos",
                                      variance_options={"block_size": 2, "steps": 1})
-    assert it.solve_info["precond_rank"] == 25
+    assert it.solver.solve_info["precond_rank"] == 25
     monkeypatch.setattr(operator, "available_memory", lambda: None)
     assert it.solve(warm=False)["precond_rank"] == 40

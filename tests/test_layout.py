@@ -184,3 +184,17 @@ def test_the_cli_and_fit_reach_methods_only_through_the_planner():
               if isinstance(c, ast.Call) and getattr(c.func, "value", None) is not None
               and getattr(c.func.value, "id", None) == "api"}
     assert "fit" not in called and "run" in called  # gpscale fit: plan, then api.run
+
+
+def test_one_exact_gp_model_class_whose_solver_is_a_strategy():
+    """The exact GP is one model class; Cholesky and CG are its solvers, not models."""
+    from gpscale.models import GPModel, exact, exact_cg
+
+    exact_models = {cls for cls in gpscale.models.MODEL_CLASSES.values()
+                    if cls.__module__ in (exact.__name__, exact_cg.__name__)}
+    assert exact_models == {gpscale.models.ExactGP}
+    assert not any(isinstance(v, type) and issubclass(v, GPModel) and v.__module__ ==
+                   exact_cg.__name__ for v in vars(exact_cg).values())
+    for path in PACKAGE.rglob("*.py"):  # no second place that knows the CG model's fields
+        text = path.read_text()
+        assert "IterativeExactGP(" not in text and "from_exact(" not in text, path

@@ -31,6 +31,7 @@ from .io.given import column_names, writable
 from .io.inputs import StringInputs
 from .kernels import Kernel
 from .methods import METHODS
+from .methods.auto import Choice
 from .models import GPModel, model_class
 from .preprocessing import Standardizer
 from .quality import quality_entry, saved_quality
@@ -50,7 +51,7 @@ class Predictor:
                  method: str, kernel_name: str, standardize: bool = True,
                  feature_names: list[str] | None = None,
                  target_name: str | None = None, inputs: StringInputs | None = None,
-                 choice: Any = None) -> None:
+                 choice: Choice | None = None) -> None:
         self.model, self.scaler, self.result = model, scaler, result
         self.method, self.kernel_name, self.standardize = method, kernel_name, standardize
         #: input column names and target name, when the training data had them
@@ -185,6 +186,7 @@ class Predictor:
             "feature_names": self.feature_names, "target_name": self.target_name,
             "inputs": None if self.inputs is None else _plain(self.inputs.state()),
             "result": _plain(dataclasses.asdict(self.result)),
+            "choice": None if self.choice is None else _plain(dataclasses.asdict(self.choice)),
             **quality_entry(self),
         }
 
@@ -299,7 +301,14 @@ def _rebuild(saved: dict[str, Any], path: Path) -> Predictor:
                      method=saved["method"],
                      kernel_name=saved["kernel_name"], standardize=saved["standardize"],
                      feature_names=saved["feature_names"], target_name=saved["target_name"],
-                     inputs=_string_inputs(saved.get("inputs"), path))
+                     inputs=_string_inputs(saved.get("inputs"), path),
+                     choice=_choice(saved.get("choice")))
+
+
+def _choice(saved: dict[str, Any] | None) -> Choice | None:
+    """What ``method="auto"`` picked, as saved (None: the method was named, or the file
+    predates saving it)."""
+    return None if saved is None else Choice(**saved)
 
 
 def _scaler(state: dict[str, Any], path: Path) -> Standardizer:

@@ -67,6 +67,9 @@ def model_info(path: str | os.PathLike) -> dict[str, Any]:
                 "evaluations": int(result.n_evals), "time_s": _num(result.wall_s),
                 "converged": bool(result.converged), "reason": result.reason},
         "solver": _solver(pred.model),
+        "picked_by_auto": None if pred.choice is None else {
+            "method": pred.choice.method, "options": dict(pred.choice.options),
+            "reason": pred.choice.reason},
         "data_quality": _quality(pred, saved, names),
         "hyperparameters": hyperparameters(pred),
         "other_parameters": {k: list(p.shape) for k, p in _others(pred.model).items()},
@@ -85,16 +88,15 @@ def _quality(pred: Predictor, saved: dict[str, Any], names: list[str]
 
 
 def _solver(model: nn.Module) -> dict[str, Any] | None:
-    """How an iterative model's posterior was solved (CG iterations, residual, ...) and
+    """How an exact GP solved by CG solved its posterior (CG iterations, residual, ...) and
     what its file holds for prediction, in bytes; None for the other models."""
-    info = getattr(model, "solve_info", None)
+    solver = getattr(model, "solver", None)
+    info = getattr(solver, "solve_info", None)
     if not info:
         return None
-    sizes = getattr(model, "state_bytes", None)
     return {**{k: (_num(v) if isinstance(v, float) else v) for k, v in info.items()},
-            "tol": _num(getattr(model, "tol", float("nan"))),
-            "refined": dict(getattr(model, "refined", None) or {}),
-            "stored_bytes": sizes() if callable(sizes) else None}
+            "tol": _num(solver.tol), "refined": dict(solver.refined),
+            "stored_bytes": model.state_bytes()}
 
 
 def hyperparameters(pred: Predictor) -> dict[str, dict[str, Any]]:
@@ -239,6 +241,9 @@ def info_text(info: dict[str, Any]) -> str:
         "hyperparameters in the data's units (lengths in each input column's units, "
         "variances in the target's units squared):",
     ]
+    picked = info.get("picked_by_auto")
+    if picked:
+        lines[2:2] = [f"auto     picked {picked['method']}: {picked['reason']}"]
     solver = info.get("solver")
     if solver:
         held = solver.get("stored_bytes") or {}

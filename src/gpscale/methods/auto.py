@@ -4,14 +4,14 @@ optional time budget, and say why.
 The rule, in order (the constants below are where its thresholds live):
 
 1. **exact** when the exact GP's fit time, estimated from n by its fixed cost model
-   (:func:`~gpscale.methods.exact.exact_cost`, the one its size guard uses; fixed so that
+   (:func:`~gpscale.methods.cost.exact_cost`, the one its size guard uses; fixed so that
    the same call picks the same method on a busy machine and a quiet one), is within the
    budget (default :data:`EXACT_SECONDS`) and its n × n matrices fit in memory: on small
    data nothing beats it.
 2. **exact** on every row, past the Cholesky limit (the exact GP switches itself to its
    iterative path: θ from a row sample refined on every row, the posterior by
    preconditioned CG), for a kernel with tiled products (RBF, Matérn, RQ under Scale),
-   when its cost model (:func:`~gpscale.methods.exact.iterative_seconds`) is within the
+   when its cost model (:func:`~gpscale.methods.cost.iterative_seconds`) is within the
    budget (default :data:`ITERATIVE_SECONDS`). Where sgpr's m = 512 inducing inputs are
    few against n the exact GP is the more accurate (kin40k's 36 000 rows: half sgpr's
    test RMSE); between the Cholesky limit and the exact GP's switch to its iterative
@@ -20,7 +20,7 @@ The rule, in order (the constants below are where its thresholds live):
 3. otherwise, for a kernel with a spectral density (``rbf``, ``matern``, their ARD
    forms), **sgpr** (m free inducing inputs, the VFE bound by L-BFGS) when its m × n
    matrices fit in memory and its estimated fit time
-   (:func:`~gpscale.methods.sgpr.sgpr_seconds`, ∝ n m²) is within the budget (default
+   (:func:`~gpscale.methods.cost.sgpr_seconds`, ∝ n m²) is within the budget (default
    :data:`SGPR_SECONDS`); with a budget, m is sized to it between :data:`MIN_INDUCING`
    and :data:`MAX_INDUCING`. On the large UCI sets it was the most accurate method at
    its defaults on three of five and within 0.9 % of the best on the other two
@@ -52,17 +52,21 @@ import torch
 
 from ..kernels import Kernel
 from ..kernels.chunked import StationaryForm, kernel_form
-from ..models.iterative import PRECOND_BYTES
+from ..models.exact_cg import PRECOND_BYTES
 from ..sizes import available_memory
-from .exact import exact_bytes, exact_seconds, iterative_seconds, too_large
-from .rff import AUTO_ABOVE, AUTO_SUBSAMPLE
-from .sgpr import DEFAULT_M, sgpr_bytes, sgpr_seconds
+from .cost import (
+    DEFAULT_FEATURES,
+    DEFAULT_M,
+    exact_bytes,
+    exact_seconds,
+    iterative_seconds,
+    rff_seconds,
+    sgpr_bytes,
+    sgpr_seconds,
+    too_large,
+)
 
-#: the cost models auto reads: ``exact_seconds`` (exact's, :mod:`gpscale.methods.exact`),
-#: ``sgpr_seconds`` / ``sgpr_bytes`` (sgpr's, :mod:`gpscale.methods.sgpr`) and
-#: :func:`rff_seconds` (below: rff's constants are measured for auto's budget sizing)
-__all__ = ["Choice", "choose_method", "exact_seconds", "iterative_seconds", "rff_seconds",
-           "sgpr_bytes", "sgpr_seconds"]
+__all__ = ["Choice", "choose_method"]
 
 #: the exact GP is picked when its fit is estimated to take at most this long (seconds)
 #: and no budget is given: a choice (a minute), not a measurement
@@ -70,24 +74,14 @@ EXACT_SECONDS = 60.0
 #: the exact GP on every row (past its Cholesky limit) is picked when its cost model
 #: puts the fit within this long and no budget is given (a choice: a quarter of an hour)
 ITERATIVE_SECONDS = 900.0
-#: rff's default number of features (its own default) and the range a budget may set
-DEFAULT_FEATURES, MIN_FEATURES, MAX_FEATURES = 512, 128, 4096
-#: seconds of rff's default θ search (p = 512) on 40 000 rows: 90 s in the 41 157-row
-#: comparison of issue 21 (not a committed report; the rff fits on kin40k's 36 000 rows
-#: in benchmarks/results/uci-large/uci-large.md took 62 to 69 s on one thread). The
-#: search cost grows with the rows it sees (every row up to ``AUTO_ABOVE``, a
-#: ``AUTO_SUBSAMPLE``-row sample beyond)
-RFF_SEARCH_SECONDS, RFF_SEARCH_ROWS = 90.0, 40_000
-#: float64 multiply-add rate of ΦᵀΦ on 2 threads (p = 512: 71 to 79 GFLOP/s in
-#: benchmarks/results/scale-1e7/scale.md, scale-1e6-gram/ and scale-1e6-quiet/), for the
-#: final pass over every row after a sampled search
-PASS_FLOPS = 7e10
+#: the range of rff's number of features a budget may set
+MIN_FEATURES, MAX_FEATURES = 128, 4096
 #: inducing points of cholqr-vfe when auto picks it (a choice, not a measurement)
 CHOLQR_M = 256
 #: sgpr is picked when its fit is estimated within this long (seconds) and no budget is
 #: given (a choice: half an hour); a budget sizes m in [MIN_INDUCING, MAX_INDUCING]
 #: (sgpr's default is DEFAULT_M). sgpr's cost model is
-#: :func:`~gpscale.methods.sgpr.sgpr_seconds` and :func:`~gpscale.methods.sgpr.sgpr_bytes`
+#: :func:`~gpscale.methods.cost.sgpr_seconds` and :func:`~gpscale.methods.cost.sgpr_bytes`
 SGPR_SECONDS = 1800.0
 MIN_INDUCING, MAX_INDUCING = 128, 1024
 #: above this many rows rff is picked: every sgpr evaluation reads every row held in
@@ -107,16 +101,6 @@ class Choice:
     def __str__(self) -> str:
         opts = ", ".join(f"{k}={v}" for k, v in self.options.items())
         return f"{self.method}{f' ({opts})' if opts else ''}: {self.reason}"
-
-
-def rff_seconds(n: int, num_features: int = DEFAULT_FEATURES) -> float:
-    """Rough wall time of an rff fit on n rows: the θ search on the rows it sees, plus one
-    statistics pass over all n rows when the search ran on a sample; both ∝ p²."""
-    scale = (num_features / DEFAULT_FEATURES) ** 2
-    seen = AUTO_SUBSAMPLE if n > AUTO_ABOVE else n
-    search = RFF_SEARCH_SECONDS * seen / RFF_SEARCH_ROWS * scale
-    final = 2.0 * n * num_features**2 / PASS_FLOPS if n > AUTO_ABOVE else 0.0
-    return search + final
 
 
 def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
@@ -175,7 +159,7 @@ def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
 def _iterative_choice(n: int, d: int, kernel: Kernel, budget: float | None,
                       dtype: torch.dtype, why_not_exact: str) -> Choice | None:
     """The exact GP on every row when its fit switches to the iterative path
-    (:func:`~gpscale.methods.exact.too_large`), the kernel has tiled products and the
+    (:func:`~gpscale.methods.cost.too_large`), the kernel has tiled products and the
     cost model fits the budget (or :data:`ITERATIVE_SECONDS`); else None."""
     form = kernel_form(kernel)
     if not isinstance(form, StationaryForm) or not too_large(n, d, dtype,

@@ -26,13 +26,12 @@ from ..train import FitResult
 from ..train.sgpr import fit_sgpr
 from ..train.starts import exact_start_on_sample, keep_lower, noise_above, sqrt_d_start
 from ..validation import as_dtype, check_int
+from .cost import DEFAULT_M, WARM_ABOVE, WARM_ROWS
 from .exact import fit_exact
 from .registry import register
 
-#: inducing inputs unless m= is given (capped at n)
-DEFAULT_M = 512
-#: above this many rows the search starts on a sample of WARM_ROWS rows
-WARM_ABOVE, WARM_ROWS = 16_000, 8_000
+#: (DEFAULT_M inducing inputs unless m= is given, capped at n; above WARM_ABOVE rows the
+#: search starts on a sample of WARM_ROWS rows: with the cost model, which costs them)
 #: rows k-means sees when it places the initial inducing inputs
 KMEANS_ROWS = 20_000
 #: rows of the exact GP whose hyperparameters give the second start
@@ -41,29 +40,6 @@ INIT_ROWS = 1000
 #: sgpr's fold-0 rows from before the second start are in
 #: benchmarks/results/uci-large/earlier-sgpr-rows.jsonl (pumadyn32nm's at no skill)
 PLATEAU = 0.5
-
-# -- the cost model (used by method="auto") ---------------------------------------------
-#: seconds per n·m² of one evaluation (bound + gradient), and the evaluations of a fit
-#: on its row sample (the warm start) and on all rows: the sgpr fits in
-#: benchmarks/results/uci-large/uci-large.md (one thread) gave 1.5e-10 to 1.8e-10 s per
-#: n·m² and 5 to 155 evaluations on all rows (kin40k fold 0: 154 on its sample, 155 on
-#: all rows, 270 s; the model says 294 s)
-SGPR_NM2_SECONDS, SGPR_WARM_EVALS, SGPR_FULL_EVALS = 1.7e-10, 150, 150
-#: float64 numbers sgpr holds per row and inducing point (K_ZX, A, the gradient, ...)
-SGPR_WORDS_PER_NM = 8
-
-
-def sgpr_seconds(n: int, m: int | None = None) -> float:
-    """Rough wall time of an sgpr fit on n rows with m inducing inputs: the search on its
-    sample of rows (when n is large enough to take one), then on all n rows; ∝ m²."""
-    m = DEFAULT_M if m is None else m
-    warm = SGPR_WARM_EVALS * WARM_ROWS if n > WARM_ABOVE else 0
-    return SGPR_NM2_SECONDS * m * m * (warm + SGPR_FULL_EVALS * n)
-
-
-def sgpr_bytes(n: int, d: int, m: int, dtype: torch.dtype = torch.float64) -> float:
-    """Memory an sgpr fit holds: a few m × n matrices and the rows."""
-    return (SGPR_WORDS_PER_NM * m + d + 2) * n * torch.empty((), dtype=dtype).element_size()
 
 
 @register("sgpr", "sparse variational GP (Titsias 2009) with m free inducing inputs and "

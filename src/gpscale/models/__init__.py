@@ -2,10 +2,10 @@
 honours the contract of :class:`GPModel` (see :mod:`gpscale.models.base`)."""
 
 from .base import MODEL_CLASSES, GPModel, MeanAndVariance, model_class
-from .exact import ExactGP, gaussian_nll
+from .exact import Cholesky, ExactGP, gaussian_nll
+from .exact_cg import ConjugateGradients
 from .feature import FeatureGP, chunk_statistics
 from .grief import GriefIPosterior, OrthogonalGrief, grief_preconditioner
-from .iterative import IterativeExactGP
 from .sgpr import SGPR
 from .sparse import SparseGP
 from .svgp import SVGP
@@ -13,4 +13,4 @@ from .svgp import SVGP
 __all__ = ["GPModel", "MeanAndVariance", "MODEL_CLASSES", "model_class", "ExactGP",
            "FeatureGP", "chunk_statistics", "gaussian_nll", "GriefIPosterior",
            "OrthogonalGrief", "grief_preconditioner", "SGPR", "SparseGP", "SVGP",
-           "IterativeExactGP"]
+           "Cholesky", "ConjugateGradients"]

@@ -1,8 +1,10 @@
-"""Exact GP regression: the "GPML" ML-II baseline of all four papers.
+"""Exact GP regression: the "GPML" ML-II baseline of all four papers, one model whose
+solver is a strategy: :class:`Cholesky` (below) or preconditioned conjugate gradients
+(:class:`~gpscale.models.exact_cg.ConjugateGradients`, no n x n matrix).
 
 NLML(θ) = ½ rᵀC⁻¹r + ½ log|C| + (n/2) log 2π,  C = K_θ + σ²I,  r = y − m.
 
-One Cholesky per evaluation. The gradient is
+With the Cholesky solver, one Cholesky per evaluation. The gradient is
 ∂NLML/∂θ = ½ tr((C⁻¹ − ααᵀ) ∂C/∂θ) = ⟨G, ∂C/∂θ⟩,  α = C⁻¹r,  G = ½(C⁻¹ − ααᵀ),
 formed by one kernel contraction ``kernel.vjp(X, X, G)`` (closed forms for the
 stationary kernels: a few passes over one n x n buffer and an n x n x d matrix
@@ -20,7 +22,8 @@ every evaluation.
 
 from __future__ import annotations
 
-from typing import Any
+import copy
+from typing import Any, Protocol
 
 import torch
 from torch import nn
@@ -30,8 +33,9 @@ from ..linalg import robust_cholesky
 from ..linalg.cholesky import JitterLadder, inverse_from_cholesky
 from ..params import LOG_2PI, Positive
 from ..validation import as_test_inputs, check_xy
-from .base import GPModel, MeanAndVariance, dtype_name, no_data
+from .base import MODEL_CLASSES, GPModel, MeanAndVariance, dtype_name, no_data
 from .copies import Copies, MergedRows, keep_copies, noise_diagonal
+from .exact_cg import ConjugateGradients
 
 
 class _GaussianNLL(torch.autograd.Function):
@@ -97,6 +101,97 @@ class _ExactNLML(torch.autograd.Function):
         return (None, grad_r, grad_noise, *param_grads)
 
 
+class Solver(Protocol):
+    """What an :class:`ExactGP` asks of its solver (:class:`Cholesky`,
+    :class:`~gpscale.models.exact_cg.ConjugateGradients`)."""
+
+    name: str
+    title: str
+
+    def attach(self, model: ExactGP) -> None: ...
+    def solve(self, model: ExactGP, **options: Any) -> dict[str, Any]: ...
+    def predict(self, model: ExactGP, Xs: torch.Tensor, include_noise: bool,
+                block: int, full_cov: bool = False) -> MeanAndVariance: ...
+    def check_objective(self, model: ExactGP) -> None: ...
+    def state(self, model: ExactGP) -> dict[str, torch.Tensor]: ...
+    def config(self, model: ExactGP) -> dict[str, Any]: ...
+
+
+class Cholesky:
+    """The exact GP's direct solver: C = L Lᵀ factorised at every NLML evaluation (module
+    docstring), and once per set of hyperparameters for prediction (kept)."""
+
+    name = "cholesky"
+    title = ""
+
+    def __init__(self) -> None:
+        self._cache: tuple[Any, torch.Tensor, torch.Tensor] | None = None
+
+    def attach(self, model: ExactGP) -> None:
+        self._cache = None
+
+    def solve(self, model: ExactGP, **_: Any) -> dict[str, Any]:
+        self.factor(model)
+        return {}
+
+    def factor(self, model: ExactGP) -> tuple[torch.Tensor, torch.Tensor]:
+        """(L, α) with L Lᵀ = C and α = C⁻¹(y − m) at the current hyperparameters."""
+        key = tuple(p._version for p in model.parameters()) + (id(model.X), model.X._version)
+        if self._cache is None or self._cache[0] != key:
+            with torch.no_grad():
+                L = robust_cholesky(model.covariance())
+                alpha = torch.cholesky_solve((model.y - model.mean_constant)[:, None], L)[:, 0]
+            self._cache = (key, L, alpha)
+        return self._cache[1], self._cache[2]
+
+    @torch.no_grad()
+    def predict(self, model: ExactGP, Xs: torch.Tensor, include_noise: bool, block: int,
+                full_cov: bool = False) -> MeanAndVariance:
+        """Posterior mean and variance (or covariance with ``full_cov``) at ``Xs``, test
+        points in blocks of ``block`` rows."""
+        L, alpha = self.factor(model)
+        kernel = model.kernel
+        if full_cov:
+            Ks = kernel(model.X, Xs)
+            V = torch.linalg.solve_triangular(L, Ks, upper=False)
+            cov = kernel(Xs) - V.mT @ V
+            if include_noise:
+                cov = cov + torch.diag_embed(model.noise.expand(Xs.shape[0]))
+            return MeanAndVariance(Ks.mT @ alpha + model.mean_constant, cov)
+        means, variances = [], []
+        for s in range(0, Xs.shape[0], block):
+            Xb = Xs[s : s + block]
+            Ks = kernel(model.X, Xb)
+            V = torch.linalg.solve_triangular(L, Ks, upper=False)
+            means.append(Ks.mT @ alpha + model.mean_constant)
+            var = (kernel.diag(Xb) - (V * V).sum(0)).clamp_min(0.0)
+            variances.append(var + model.noise if include_noise else var)
+        return MeanAndVariance(torch.cat(means), torch.cat(variances))
+
+    def check_objective(self, model: ExactGP) -> None:
+        return None
+
+    def state(self, model: ExactGP) -> dict[str, torch.Tensor]:
+        return {}
+
+    def load(self, state: dict[str, torch.Tensor], like: torch.Tensor
+             ) -> tuple[set[str], list[str]]:
+        return set(), []
+
+    def apply(self, fn: Any) -> None:
+        self._cache = None
+
+    def freeze(self) -> None:
+        return None
+
+    def config(self, model: ExactGP) -> dict[str, Any]:
+        return {}
+
+
+#: the solvers by the name a config and ``solver=`` use
+SOLVERS = {"cholesky": Cholesky, "cg": ConjugateGradients}
+
+
 class ExactGP(MergedRows, GPModel):
     """Exact GP: y = f(X) + ε, f ~ GP(m, k), ε ~ N(0, σ²).
 
@@ -110,6 +205,10 @@ class ExactGP(MergedRows, GPModel):
     copies : :class:`~gpscale.models.copies.Copies` when each row of X, y stands for
         ``copies.counts`` rows at that input (y their mean; see
         :func:`~gpscale.models.copies.merge_copies`), None when each is one row.
+    mean_constant : the constant mean's initial value (with ``mean="constant"``).
+    solver : how C = K + σ²I is solved: ``"cholesky"`` (default, :class:`Cholesky`),
+        ``"cg"`` or a :class:`~gpscale.models.exact_cg.ConjugateGradients` with its
+        options (preconditioned CG, no n x n matrix: for many rows).
     """
 
     noise = Positive(floor=1e-6, doc="noise variance σ²")
@@ -125,10 +224,18 @@ class ExactGP(MergedRows, GPModel):
         device: torch.device | str | None = None,
         noise_floor: float | None = None,
         copies: Copies | None = None,
+        *,
+        mean_constant: float = 0.0,
+        solver: str | Solver = "cholesky",
     ) -> None:
         super().__init__()
         if mean not in ("zero", "constant"):
             raise ValueError(f"mean must be 'zero' or 'constant', got {mean!r}")
+        if isinstance(solver, str):
+            if solver not in SOLVERS:
+                raise ValueError(f"solver must be one of {sorted(SOLVERS)} or a solver "
+                                 f"object, got {solver!r}")
+            solver = SOLVERS[solver]()
         X, y = check_xy(X, y, dtype, device)
         self.kernel = kernel.to(dtype=dtype, device=X.device)
         if noise_floor is not None:
@@ -138,19 +245,39 @@ class ExactGP(MergedRows, GPModel):
                                  f"noise floor ({noise_floor:g}); pass a larger noise")
         self.noise = torch.tensor(float(noise), dtype=dtype)
         self.mean_kind = mean
-        self.mean_constant = nn.Parameter(torch.zeros((), dtype=dtype, device=X.device),
-                                          requires_grad=(mean == "constant"))
+        self.mean_constant = nn.Parameter(
+            torch.tensor(float(mean_constant) if mean == "constant" else 0.0, dtype=dtype,
+                         device=X.device), requires_grad=(mean == "constant"))
         self.register_buffer("X", X)
         self.register_buffer("y", y)
         keep_copies(self, copies)
-        self._cache: tuple[Any, torch.Tensor, torch.Tensor] | None = None
         #: where the NLML's Cholesky starts its jitter ladder (the rung that last worked)
         self.jitter = JitterLadder()
+        self.solver = solver
+        solver.attach(self)
         self.to(X.device)
 
     @property
     def n(self) -> int:
         return self.X.shape[0]
+
+    @property
+    def title(self) -> str:  # type: ignore[override]
+        return self.solver.title
+
+    def theta(self) -> torch.Tensor:
+        """Every parameter's value, flattened (what a solution was solved for)."""
+        flat = [p.detach().reshape(-1).to(self.X.dtype) for p in self.parameters()]
+        return torch.cat(flat) if flat else self.X.new_zeros(0)
+
+    def noise_diagonal(self) -> torch.Tensor | float:
+        """σ² of each row (n,) with copies (σ²/c), else σ² (0-d), detached."""
+        return noise_diagonal(self.noise.detach(), self.copies)
+
+    def copy_scale(self) -> torch.Tensor | None:
+        """√c with copies (a preconditioner's S), else None."""
+        copies = self.copies
+        return None if copies is None else copies.counts.sqrt()
 
     def covariance(self) -> torch.Tensor:
         """C = K(X, X) + σ²I (σ² diag(1/c) with copies)."""
@@ -158,7 +285,9 @@ class ExactGP(MergedRows, GPModel):
         return K + torch.diag_embed(noise_diagonal(self.noise, self.copies) * K.new_ones(self.n))
 
     def nlml(self) -> torch.Tensor:
-        """Negative log marginal likelihood (differentiable in every parameter)."""
+        """Negative log marginal likelihood by one Cholesky (differentiable in every
+        parameter)."""
+        self.solver.check_objective(self)
         params = [p for p in self.kernel.parameters() if p.requires_grad]
         value = _ExactNLML.apply(self, self.y - self.mean_constant, self.noise, *params)
         copies = self.copies
@@ -169,33 +298,42 @@ class ExactGP(MergedRows, GPModel):
         no_data(self, data)
         return self.nlml()
 
-    # -- persistence ----------------------------------------------------------------
-    def to_config(self) -> dict[str, Any]:
-        config = {"mean": self.mean_kind, "dtype": dtype_name(self.X)}
-        floor = ExactGP.noise.floor_of(self)
-        if floor != ExactGP.noise.floor:  # the noise is floor + softplus(raw_noise)
-            config["noise_floor"] = floor
-        return config
+    def with_solver(self, solver: str | Solver, X=None, y=None, *,
+                    noise_floor: float | None = None, copies: Copies | None | str = "same"
+                    ) -> ExactGP:
+        """A new model with these hyperparameters (kernel, σ², mean, noise floor) on the
+        rows X, y (default: this model's own) solved by ``solver``. ``noise_floor``:
+        another floor (below σ²; σ² keeps its value); ``copies``: the new rows' copies
+        (default: this model's when its own rows are kept, else none)."""
+        X = self.X if X is None else X
+        y = self.y if y is None else y
+        own = ExactGP.noise.floor_of(self)
+        floor = own if noise_floor is None else float(noise_floor)
+        if isinstance(copies, str):
+            copies = self.copies if y is self.y else None
+        model = ExactGP(copy.deepcopy(self.kernel), X, y, noise=float(self.noise.detach()),
+                        mean=self.mean_kind, dtype=self.X.dtype, device=self.X.device,
+                        noise_floor=None if floor == ExactGP.noise.floor else floor,
+                        copies=copies, mean_constant=float(self.mean_constant.detach()),
+                        solver=solver)
+        with torch.no_grad():  # the raw numbers, so that σ² and m are bit-identical
+            if floor == own:
+                model.raw_noise.copy_(self.raw_noise)
+            model.mean_constant.copy_(self.mean_constant)
+        return model
 
-    @classmethod
-    def from_config(cls, config: dict[str, Any], state: dict[str, torch.Tensor],
-                    kernel: Kernel | None = None) -> ExactGP:
-        floor = config.get("noise_floor")
-        return cls(kernel, state["X"], state["y"], mean=config["mean"],
-                   dtype=getattr(torch, config["dtype"]), noise_floor=floor,
-                   noise=0.1 if floor is None else max(0.1, 2.0 * floor),
-                   copies=Copies.from_state(state))
+    def solve(self, **options: Any) -> dict[str, Any]:
+        """Solve for the posterior at the current hyperparameters now (``options``: the
+        CG solver's, :meth:`~gpscale.models.exact_cg.ConjugateGradients.solve`); returns
+        how the solve went."""
+        return self.solver.solve(self, **options)
+
+    def freeze(self) -> ExactGP:
+        """Let go of a cluster (predictions compute here); the solution stays."""
+        self.solver.freeze()
+        return self
 
     # -- prediction -----------------------------------------------------------------
-    def _factor(self) -> tuple[torch.Tensor, torch.Tensor]:
-        key = tuple(p._version for p in self.parameters()) + (id(self.X), self.X._version)
-        if self._cache is None or self._cache[0] != key:
-            with torch.no_grad():
-                L = robust_cholesky(self.covariance())
-                alpha = torch.cholesky_solve((self.y - self.mean_constant)[:, None], L)[:, 0]
-            self._cache = (key, L, alpha)
-        return self._cache[1], self._cache[2]
-
     @torch.no_grad()
     def predict(
         self,
@@ -205,26 +343,63 @@ class ExactGP(MergedRows, GPModel):
         full_cov: bool = False,
         block: int = 4096,
     ) -> MeanAndVariance:
-        """Posterior mean and variance (or covariance with ``full_cov``) at ``X_new``.
-
-        ``include_noise`` adds σ² (predictive distribution of y rather than f).
-        Test points are processed in blocks of ``block`` rows.
-        """
+        """Posterior mean and variance (or covariance with ``full_cov``; Cholesky solver
+        only) at ``X_new``. ``include_noise`` adds σ² (predictive distribution of y
+        rather than f). Test points are processed in blocks of ``block`` rows."""
         Xs = as_test_inputs(X_new, self.X)
-        L, alpha = self._factor()
-        if full_cov:
-            Ks = self.kernel(self.X, Xs)
-            V = torch.linalg.solve_triangular(L, Ks, upper=False)
-            cov = self.kernel(Xs) - V.mT @ V
-            if include_noise:
-                cov = cov + torch.diag_embed(self.noise.expand(Xs.shape[0]))
-            return MeanAndVariance(Ks.mT @ alpha + self.mean_constant, cov)
-        means, variances = [], []
-        for s in range(0, Xs.shape[0], block):
-            Xb = Xs[s : s + block]
-            Ks = self.kernel(self.X, Xb)
-            V = torch.linalg.solve_triangular(L, Ks, upper=False)
-            means.append(Ks.mT @ alpha + self.mean_constant)
-            var = (self.kernel.diag(Xb) - (V * V).sum(0)).clamp_min(0.0)
-            variances.append(var + self.noise if include_noise else var)
-        return MeanAndVariance(torch.cat(means), torch.cat(variances))
+        return self.solver.predict(self, Xs, include_noise, block, full_cov)
+
+    # -- persistence ----------------------------------------------------------------
+    def saved_state(self) -> dict[str, torch.Tensor]:
+        """The ``state_dict`` plus what the solver keeps for prediction (the CG solver:
+        α, the hyperparameters it was solved for, the variance cache)."""
+        state = dict(self.state_dict())
+        state.update(self.solver.state(self))
+        return state
+
+    def _load_from_state_dict(self, state_dict, prefix, local_metadata, strict,
+                              missing_keys, unexpected_keys, error_msgs):
+        own = {k[len(prefix):]: v for k, v in state_dict.items() if k.startswith(prefix)}
+        taken, missing = self.solver.load(own, self.X)
+        if strict:
+            missing_keys.extend(f"{prefix}{k}" for k in missing)
+        rest = {k: v for k, v in state_dict.items() if k[len(prefix):] not in taken}
+        super()._load_from_state_dict(rest, prefix, local_metadata, strict, missing_keys,
+                                      unexpected_keys, error_msgs)
+
+    def _apply(self, fn, recurse=True):  # .to(device / dtype) moves the solver's tensors
+        super()._apply(fn, recurse)
+        if "solver" in self.__dict__:
+            self.solver.apply(fn)
+        return self
+
+    def state_bytes(self) -> dict[str, int] | None:
+        """Bytes held for prediction by the CG solver (None for Cholesky)."""
+        sizes = getattr(self.solver, "state_bytes", None)
+        return None if sizes is None else sizes(self)
+
+    def to_config(self) -> dict[str, Any]:
+        config = {"mean": self.mean_kind, "dtype": dtype_name(self.X),
+                  **self.solver.config(self)}
+        floor = ExactGP.noise.floor_of(self)
+        if floor != ExactGP.noise.floor:  # the noise is floor + softplus(raw_noise)
+            config["noise_floor"] = floor
+        return config
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any], state: dict[str, torch.Tensor],
+                    kernel: Kernel | None = None) -> ExactGP:
+        floor = config.get("noise_floor")
+        dtype = getattr(torch, config["dtype"])
+        kind = config.get("solver", "cholesky")
+        solver = Cholesky() if kind == "cholesky" else ConjugateGradients.from_config(config)
+        model = cls(kernel, state["X"], state["y"], mean=config["mean"], dtype=dtype,
+                    noise_floor=floor, noise=0.1 if floor is None else max(0.1, 2.0 * floor),
+                    copies=Copies.from_state(state), solver=solver)
+        if kind != "cholesky":
+            solver.restore(config, state, dtype)
+        return model
+
+
+#: files written when the iterative solver was a model class of its own name it
+MODEL_CLASSES["IterativeExactGP"] = ExactGP

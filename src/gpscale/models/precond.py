@@ -1,7 +1,12 @@
 """Preconditioners for conjugate-gradient solves with C = K(X, X) + σ²I.
 
-Each one is an approximation P ≈ C whose inverse is cheap to apply by Woodbury:
+Each one is an approximation P ≈ C whose inverse is cheap to apply by Woodbury; one
+vocabulary (:data:`PRECONDITIONERS`) for every CG solve with C in the library (the exact
+GP's iterative solver, GPCV-ADMM's z-step and its full-data solve):
 
+- ``"rpchol"``: P = L Lᵀ + σ²I, L a randomly pivoted Cholesky factor of K built in
+  blocks of kernel columns (Chen, Epperly, Tropp & Webber 2023), grown until its trace
+  error tr(K − L Lᵀ) is small or its rank is reached;
 - ``"pivchol"``: P = L Lᵀ + σ²I, L a rank-r greedy pivoted Cholesky factor of K
   (O(n r²) set-up, r kernel rows);
 - ``"grief"``: P = s Φ Φᵀ + σ²I, Φ the p = r grid-structured eigenfunctions of the
@@ -10,22 +15,24 @@ Each one is an approximation P ≈ C whose inverse is cheap to apply by Woodbury
   optionally under one :class:`~gpscale.kernels.Scale`);
 - ``"none"``: no preconditioner.
 
-Both apply in O(n r) per right-hand side. Which one wins depends on the spectrum of
+Each applies in O(n r) per right-hand side. Which one wins depends on the spectrum of
 K: ``gpscale bench precond`` measures the CG iterations on real data.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import torch
 
 from ..features.grief import GriefFeatures
 from ..kernels import RBF, Kernel, Matern, Product, Scale
-from ..linalg.lowrank import low_rank_inverse, pivoted_cholesky
+from ..linalg.lowrank import low_rank_inverse, pivoted_cholesky, rp_cholesky
 from .grief import grief_preconditioner
 
-PRECONDITIONERS = ("pivchol", "grief", "none")
+#: the preconditioners of CG solves with C = K + σ²I (module docstring)
+PRECONDITIONERS = ("rpchol", "pivchol", "grief", "none")
 
 
 def separable_form(kernel: Kernel, d: int) -> tuple[str, torch.Tensor, torch.Tensor]:
@@ -68,12 +75,36 @@ def separable_form(kernel: Kernel, d: int) -> tuple[str, torch.Tensor, torch.Ten
         f"{type(kernel).__name__}. Use preconditioner='pivchol' for other kernels.")
 
 
-def check_preconditioner(kind: str, rank: int) -> None:
-    """ValueError naming the bad argument (kind not known, rank not an int ≥ 0)."""
-    if kind not in PRECONDITIONERS:
-        raise ValueError(f"unknown preconditioner {kind!r}; choose one of {PRECONDITIONERS}")
+def check_preconditioner(kind: str, rank: int,
+                         allowed: tuple[str, ...] = PRECONDITIONERS) -> None:
+    """ValueError naming the bad argument (kind not among ``allowed``, rank not an
+    int ≥ 0)."""
+    if kind not in allowed:
+        raise ValueError(f"unknown preconditioner {kind!r}; choose one of {allowed}")
     if isinstance(rank, bool) or not isinstance(rank, int) or rank < 0:
         raise ValueError(f"precond_rank must be an int >= 0, got {rank!r}")
+
+
+def low_rank_factor(kind: str, kernel: Kernel, X: torch.Tensor, rank: int, *,
+                    K: torch.Tensor | None = None, scale: torch.Tensor | None = None,
+                    seed: int = 0, abs_tol: float = 0.0,
+                    store: Callable[[], Any] | None = None) -> Any:
+    """L (n x r, r ≤ ``rank``) with L Lᵀ ≈ K(X, X) (of S K S with ``scale`` S =
+    diag(scale)) for ``kind`` "rpchol" (stops once tr(K − L Lᵀ) ≤ ``abs_tol``; pivots
+    from ``seed``; built in ``store()``, a factor store such as
+    :meth:`~gpscale.linalg.operator.KernelOperator.factor_store`, when given) or
+    "pivchol" (exactly ``rank`` greedy pivots, rows read from ``K`` when at hand);
+    None for "none" or rank 0."""
+    if kind == "none" or rank == 0:
+        return None
+    if kind == "pivchol":
+        L = pivoted_cholesky(kernel, X, rank, K=K)
+        return L if scale is None else L * scale[:, None]
+    if kind != "rpchol":
+        raise ValueError(f"{kind!r} has no low-rank Cholesky factor; choose 'rpchol' or "
+                         "'pivchol'")
+    return rp_cholesky(kernel, X, rank, seed=seed, abs_tol=abs_tol, scale=scale,
+                       store=None if store is None else store())
 
 
 def kernel_preconditioner(
@@ -89,8 +120,8 @@ def kernel_preconditioner(
         return None
     noise = noise.detach()
     with torch.no_grad():
-        if kind == "pivchol":
-            return low_rank_inverse(pivoted_cholesky(kernel, X, rank, K=K), noise)
+        if kind in ("rpchol", "pivchol"):
+            return low_rank_inverse(low_rank_factor(kind, kernel, X, rank, K=K), noise)
         name, ls, scale = separable_form(kernel, X.shape[1])
         features = GriefFeatures(X, rank, m_bar=m_bar, kernel=name,
                                  lengthscale=ls.to(X.device), dtype=X.dtype, device=X.device)

@@ -1,52 +1,31 @@
-"""Hyperparameters of the iterative exact GP on every row: stochastic gradients of the
-exact marginal likelihood (BBMM, Gardner, Pleiss, Bindel, Weinberger & Wilson 2018).
-
-The NLML of y − m ~ N(0, C), C = K + σ²I, and its gradient
-
-    L(θ) = ½ rᵀC⁻¹r + ½ log|C| + (n/2) log 2π,    r = y − m,
-    ∂L/∂θ = −½ αᵀ(∂C/∂θ)α + ½ tr(C⁻¹ ∂C/∂θ),      α = C⁻¹r,
-
-need only solves with C and one contraction with ∂K. The trace is estimated with
-probes drawn from the preconditioner, z ~ N(0, P), P = L Lᵀ + σ²I (BBMM §4):
-E[(C⁻¹z)ᵀ ∂C (P⁻¹z)] = tr(C⁻¹ ∂C P⁻¹ E[zzᵀ]) = tr(C⁻¹ ∂C), unbiased for any SPD P, and
-of low variance where P ≈ C. α and the t solves u_i = C⁻¹z_i come from one batched
-preconditioned CG (every right-hand side in the same passes over K,
-:class:`~gpscale.linalg.operator.KernelOperator`); the gradient is then one pass of
-kernel contractions (:meth:`KernelOperator.contraction`: float32 tiles for an RBF,
-:meth:`Kernel.vjp` on row blocks otherwise) with the rank-(t+1) cotangent
-
-    G = ½ (−ααᵀ + (1/t) Σ_i u_i w_iᵀ),  w_i = P⁻¹z_i,
-
-so no n × n matrix is formed. The noise's gradient is ½(−αᵀα + (1/t) Σ u_iᵀw_i), the
-constant mean's −Σα. Rows merged from copies (:mod:`gpscale.models.copies`) have
-C = K + σ² diag(1/c), so the noise's gradient weighs each row by 1/c and adds the
-derivative of the copies' own term, ((n − g)/σ² − S/σ⁴)/2; the probes come from
-P = S⁻¹(L Lᵀ + σ²I)S⁻¹, S = diag(√c), as the CG's preconditioner.
+"""Hyperparameters of the exact GP on every row when it is solved by CG: L-BFGS on the
+stochastic gradients of the exact marginal likelihood (BBMM, Gardner, Pleiss, Bindel,
+Weinberger & Wilson 2018) that the model estimates
+(:class:`~gpscale.models.exact_cg.StochasticGradient`: the NLML needs solves with C and
+a trace, estimated with probes from the preconditioner).
 
 The steps (:func:`refine_on_rows`) are L-BFGS's with a line search on the gradient
-alone, started from the hyperparameters of an exact fit on a row sample. The
-probes are drawn once, z_i = L e_i + σ e'_i with e, e' fixed (common random numbers):
-each step's gradient is then that of one fixed surrogate, the solves are warm-started
-from the step before, and L (randomly pivoted Cholesky at the starting θ) is kept while
-P's σ² follows the noise, so a step costs one Woodbury refactorisation (r³/3), one
-batched CG and one contraction pass. Once CG slows down (θ has moved away from where L
-was found) L and the probes are found again and L-BFGS starts its memory anew.
+alone, started from the hyperparameters of an exact fit on a row sample. The probes are
+drawn once (common random numbers), so each step's gradient is that of one fixed
+surrogate, the solves are warm-started from the step before, and the preconditioner's
+factor is kept while its σ² follows the noise: a step costs one Woodbury
+refactorisation (r³/3), one batched CG and one contraction pass. Once CG slows down (θ
+has moved away from where the factor was found) the factor and the probes are found
+again and L-BFGS starts its memory anew.
 """
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
 import torch
 
-from ..linalg.cg import cg
-from ..linalg.lowrank import factor_gram, low_rank_inverse
+from ..models.exact_cg import StochasticGradient
 from ..params import FLOOR_MARGIN, inv_softplus, positive_params
 from .result import FitResult, theta_of
 
-__all__ = ["ProbeDraws", "mll_gradient", "refine_on_rows", "PROBES"]
+__all__ = ["refine_on_rows", "PROBES"]
 
 #: probes of the trace estimate (they ride in the CG's passes with y − m)
 PROBES = 32
@@ -60,75 +39,6 @@ FIRST_STEP = 0.1
 REFRESH_AFTER, REFRESH_SLACK = 3, 10
 
 
-class ProbeDraws:
-    """Fixed standard normal draws (e, e') that make probes z = L e + σ e' ~ N(0, P)
-    for P = L Lᵀ + σ²I at any σ² (common random numbers across steps); with ``scale``
-    S, z = S⁻¹(L e + σ e') ~ N(0, S⁻¹(L Lᵀ + σ²I)S⁻¹)."""
-
-    def __init__(self, n: int, rank: int, t: int, seed: int, dtype: torch.dtype,
-                 device: torch.device) -> None:
-        gen = torch.Generator().manual_seed(int(seed))
-        self.low = torch.randn(rank, t, generator=gen, dtype=torch.float64).to(dtype=dtype,
-                                                                               device=device)
-        self.diag = torch.randn(n, t, generator=gen, dtype=torch.float64).to(dtype=dtype,
-                                                                             device=device)
-
-    @property
-    def t(self) -> int:
-        return self.diag.shape[1]
-
-    def probes(self, L: torch.Tensor | None, noise: float,
-               scale: torch.Tensor | None = None) -> torch.Tensor:
-        Z = self.diag * math.sqrt(noise)
-        Z = Z if L is None else Z.add_(L @ self.low)  # L: a tensor or a factor object
-        return Z if scale is None else Z.div_(scale[:, None].to(Z))
-
-
-def mll_gradient(model: Any, L: torch.Tensor | None, draws: ProbeDraws,
-                 gram: torch.Tensor | None = None, start: torch.Tensor | None = None
-                 ) -> tuple[dict[torch.Tensor, torch.Tensor], torch.Tensor, dict[str, Any]]:
-    """The stochastic NLML gradient of an :class:`~gpscale.models.IterativeExactGP` at
-    its current hyperparameters (module docstring), by parameter (raw, as the model
-    trains them).
-
-    ``L``: the preconditioner's low-rank factor (None: P = σ²I), ``gram`` = LᵀL if at
-    hand; ``draws``: the probes' fixed draws; ``start``: the previous solution [α, U]
-    (n x (1 + t)) to warm-start CG from. Returns (gradients, the solution [α, U], info:
-    CG iterations and residual, the data-fit term ½ rᵀα, seconds)."""
-    t0 = time.perf_counter()
-    noise = model.noise.detach()
-    copies, scale = model.copies, model.copy_scale()
-    with torch.no_grad():
-        op = model.operator(model.solve_dtype)
-        precond = None if L is None else low_rank_inverse(L, noise, gram=gram, scale=scale)
-        Z = draws.probes(L, float(noise), scale)
-        W = Z / op.noise_column() if precond is None else precond(Z)
-        r = model.y - model.mean_constant.detach()
-        B = torch.cat([r[:, None], Z], 1)
-        sol, info = cg(op.matmul, B, precond, start, model.tol, model.max_iter)
-        alpha, U = sol[:, 0], sol[:, 1:]
-        t = draws.t
-        left = torch.cat([-alpha[:, None], U / t], 1).mul_(0.5)   # G = left @ rightᵀ
-        right = torch.cat([alpha[:, None], W], 1)
-    t_solve = time.perf_counter() - t0
-    params = [p for p in model.kernel.parameters() if p.requires_grad]
-    grads = dict(zip(params, op.contraction(left, right)))
-    with torch.no_grad():
-        if copies is None:
-            g_noise = 0.5 * (-(alpha @ alpha) + (U * W).sum() / t)
-        else:  # ∂C/∂σ² = diag(1/c), and the copies' term (n − g)/2 log σ² + S/(2σ²)
-            w = 1.0 / copies.counts
-            g_noise = 0.5 * (-(alpha * w) @ alpha + (U * W * w[:, None]).sum() / t
-                             + copies.extra / noise - copies.spread.sum() / noise**2)
-        grads[model.raw_noise] = type(model).noise.raw_grad(model, g_noise)
-        if model.mean_constant.requires_grad:
-            grads[model.mean_constant] = -alpha.sum().reshape(model.mean_constant.shape)
-    return grads, sol, {"iterations": info.iterations,
-                        "residual": float(info.rel_residual.max()),
-                        "converged": info.converged, "data_fit": float(0.5 * (r @ alpha)),
-                        "solve_s": t_solve, "seconds": time.perf_counter() - t0}
-
-
 def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
                    min_step: float = 0.01, callback: Any = None) -> FitResult:
     """At most ``steps`` evaluations of the stochastic NLML gradient on all of the
@@ -139,7 +49,8 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
     coordinates of :class:`LogCoordinates`; stops once a step moves none of them by more
     than ``min_step``. ``probes``: t. The model's α is left at the last evaluation's
     solution (a warm start), not at the final θ.
-    ``callback(evaluation, info)`` after every evaluation.
+    ``callback(evaluation, info)`` after every evaluation. ``model``: an
+    :class:`~gpscale.models.ExactGP` with the CG solver.
 
     Not Adam (BBMM's and Wang et al.'s optimiser): it moves each raw parameter by about
     its learning rate per step, so from a sample fit that ended with the noise at its
@@ -152,22 +63,15 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
         return FitResult("exact-refine", theta_of(model), float("nan"), history, True,
                          "no steps", 0.0, 0)
     coords = LogCoordinates(model, params)
-    state: dict[str, Any] = {"start": None, "first": None}
-
-    def precondition() -> None:
-        """L (and LᵀL, the probes' draws) at the current hyperparameters."""
-        with torch.no_grad():
-            L = model.precond_factor(model.operator(model.solve_dtype))
-        state.update(L=L, gram=None if L is None else factor_gram(L), first=None,
-                     draws=ProbeDraws(model.n, 0 if L is None else L.shape[1], probes,
-                                      seed, model.X.dtype, model.X.device))
+    estimate = StochasticGradient(model, probes, seed)
+    first = 0  # CG iterations of the first solve with the current preconditioner
 
     def gradient(x: torch.Tensor) -> torch.Tensor:
+        nonlocal first
         coords.assign(x)
-        grads, state["start"], info = mll_gradient(model, state["L"], state["draws"],
-                                                   state["gram"], state["start"])
+        grads, info = estimate()
         g = coords.gradient(grads)
-        state["first"] = state["first"] or max(info["iterations"], 1)
+        first = first or max(info["iterations"], 1)
         info = {"iter": len(history) + 1, "phase": "refine", "grad_norm": float(g.norm()),
                 "time_s": time.perf_counter() - t0, **info}
         history.append(info)
@@ -179,17 +83,17 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
         """After a step: refactor the preconditioner once CG needs REFRESH_AFTER times
         the iterations of the first solve with this one (θ has moved away from where L
         was found); the probes change with it, so L-BFGS starts its memory anew."""
-        if history[-1]["iterations"] <= REFRESH_AFTER * state["first"] + REFRESH_SLACK:
+        nonlocal first
+        if history[-1]["iterations"] <= REFRESH_AFTER * first + REFRESH_SLACK:
             return False
-        precondition()
+        estimate.refresh()
+        first = 0
         history[-1]["precond_refreshed"] = True
         return True
 
-    precondition()
     x, converged = _lbfgs(gradient, coords.values(), steps, min_step, stale)
     coords.assign(x)
-    with torch.no_grad():
-        model.alpha = state["start"][:, 0].clone()
+    estimate.keep_weights()
     reason = (f"steps below {min_step:g}" if converged else f"{steps} gradient evaluations")
     return FitResult("exact-refine", theta_of(model), history[-1]["data_fit"], history,
                      converged, reason, time.perf_counter() - t0, len(history))
