@@ -267,7 +267,9 @@ def _block_products(bounds: Sequence[tuple[int, int]], form: Any, X: torch.Tenso
 def _column_range(cols: PreparedColumns, columns: tuple[int, int]) -> PreparedColumns:
     """The prepared columns of rows c0..c1 (the same centre, so the same numbers)."""
     c0, c1 = columns
-    return cols if (c0, c1) == (0, cols.B.shape[0]) else PreparedColumns(cols.B[c0:c1], cols.centre)
+    if (c0, c1) == (0, cols.B.shape[0]):
+        return cols
+    return PreparedColumns(cols.B[c0:c1], cols.centre)
 
 
 def even_runs(items: Sequence[Any], count: int) -> list[list[Any]]:

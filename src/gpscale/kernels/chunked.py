@@ -215,7 +215,8 @@ def tiled_contraction(form: TiledForm, X1: torch.Tensor, cols: PreparedColumns,
     by tiles as :func:`block_matmul` (formed in the dtype of ``cols``, summed in
     left's). ⟨left rightᵀ, K⟩ = scale · Σ M and its derivative in l_d is
     scale · S_d / l_d (the kernel's ``tiled_gradients``): the lengthscale sums without
-    an n1 x n2 x d tensor, as S_d = Σ_i a_id² Σ_j M_ij + Σ_j b_jd² Σ_i M_ij − 2 Σ_i a_id (M b)_id."""
+    an n1 x n2 x d tensor, as
+    S_d = Σ_i a_id² Σ_j M_ij + Σ_j b_jd² Σ_i M_ij − 2 Σ_i a_id (M b)_id."""
     if not form.radial.exponential:
         raise ValueError("tiled_contraction needs an exponential radial profile (the RBF's)")
     d = cols.B.shape[1] - 2
