@@ -18,6 +18,7 @@ from gpscale.kernels import (
     kernel_matmul,
     make_kernel,
 )
+from gpscale.kernels.chunked import kernel_product
 from gpscale.params import FLOOR_MARGIN
 
 D64 = torch.float64
@@ -131,6 +132,71 @@ def test_chunked_matmul_vector_and_errors():
         kernel_matmul(k, X, X, torch.ones(4, dtype=D64))
     with pytest.raises(ValueError, match="inputs"):
         kernel_matmul(k, X.clone().requires_grad_(), X, v)
+
+
+class _MyRBF(RBF, name="test_kernels.MyRBF"):
+    """A trivial subclass: the RBF's formula, so the RBF's tiled form."""
+
+
+class _MyMatern(Matern, name="test_kernels.MyMatern"):
+    pass
+
+
+class _MyRQ(RationalQuadratic, name="test_kernels.MyRQ"):
+    pass
+
+
+class _HalfRBF(RBF, name="test_kernels.HalfRBF"):
+    """Overrides the formula (k/2): the RBF's tiled form and closed vjp would be wrong."""
+
+    def _k(self, X1, X2):
+        return 0.5 * super()._k(X1, X2)
+
+
+@pytest.mark.parametrize("sub,parent", [
+    (lambda: Scale(_MyRBF([0.7, 1.3], ard_dims=2), 1.7),
+     lambda: Scale(RBF([0.7, 1.3], ard_dims=2), 1.7)),
+    (lambda: _MyMatern(0.5, 0.9), lambda: Matern(0.5, 0.9)),
+    (lambda: Scale(_MyMatern(2.5, [0.5, 1.2], ard_dims=2), 0.6),
+     lambda: Scale(Matern(2.5, [0.5, 1.2], ard_dims=2), 0.6)),
+    (lambda: _MyRQ(0.8, alpha=0.6), lambda: RationalQuadratic(0.8, alpha=0.6))])
+def test_a_subclass_keeps_its_parents_tiled_form(sub, parent, device):
+    X1, X2 = _x(23, 2, seed=3, device=device), _x(19, 2, seed=4, device=device)
+    V = torch.randn(19, 3, dtype=D64, generator=torch.Generator().manual_seed(5)).to(device)
+    k, ref = sub().to(device), parent().to(device)
+    assert k.tiled_form() is not None
+    with torch.no_grad():
+        dense = k(X1, X2) @ V
+    scale = float(dense.abs().max().clamp_min(1.0))
+    matern12 = isinstance(k, Matern) and k.nu == 0.5  # e^{−r}: √δ at r = 0 (test_iterative)
+    for dtype, tol in ((None, 1e-7 if matern12 else 1e-12),
+                       (torch.float32, 2e-3 if matern12 else 1e-5)):
+        out = kernel_product(k, X1, X2, V, block_dtype=dtype)
+        assert torch.equal(out, kernel_product(ref, X1, X2, V, block_dtype=dtype))
+        torch.testing.assert_close(out, dense, rtol=0, atol=tol * scale)
+    G = torch.randn(23, 19, dtype=D64, generator=torch.Generator().manual_seed(6)).to(device)
+    grads, inner = k.vjp(X1, X2, G)
+    ref_grads, ref_inner = ref.vjp(X1, X2, G)
+    assert torch.equal(inner, ref_inner)
+    assert all(torch.equal(g, r) for g, r in zip(grads.values(), ref_grads.values()))
+
+
+def test_a_subclass_that_rewrites_the_formula_does_not_use_its_parents(device):
+    X1, X2 = _x(23, 2, seed=3, device=device), _x(19, 2, seed=4, device=device)
+    V = torch.randn(19, 3, dtype=D64, generator=torch.Generator().manual_seed(5)).to(device)
+    k = Scale(_HalfRBF([0.7, 1.3], ard_dims=2), 1.7).to(device)
+    assert k.tiled_form() is None
+    with torch.no_grad():
+        dense = k(X1, X2) @ V
+    for dtype in (None, torch.float32):
+        torch.testing.assert_close(kernel_product(k, X1, X2, V, block_dtype=dtype), dense,
+                                   rtol=1e-12, atol=1e-12)
+    G = torch.randn(23, 19, dtype=D64, generator=torch.Generator().manual_seed(6)).to(device)
+    params = list(k.parameters())
+    want = torch.autograd.grad((k(X1, X2) * G).sum(), params)
+    grads, _ = k.vjp(X1, X2, G)
+    for p, w in zip(params, want):
+        torch.testing.assert_close(grads[p], w, rtol=1e-10, atol=1e-12)
 
 
 def test_config_round_trip_and_summary():

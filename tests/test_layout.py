@@ -198,3 +198,36 @@ def test_one_exact_gp_model_class_whose_solver_is_a_strategy():
     for path in PACKAGE.rglob("*.py"):  # no second place that knows the CG model's fields
         text = path.read_text()
         assert "IterativeExactGP(" not in text and "from_exact(" not in text, path
+
+
+def _docstrings(tree: ast.AST) -> set[int]:
+    """ids of the string constants that are docstrings (module, class, function)."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)):
+            body = node.body
+            if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant):
+                found.add(id(body[0].value))
+    return found
+
+
+def test_no_kernel_is_looked_up_by_its_qualified_name():
+    # kernels own their fast forms (``tiled_form``): a table keyed by class names would
+    # send a subclass to the slow path, or a rewritten formula to its parent's
+    for path in PACKAGE.rglob("*.py"):
+        tree = ast.parse(path.read_text())
+        docs = _docstrings(tree)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str) \
+                    and id(node) not in docs:
+                assert not node.value.startswith("gpscale.kernels."), \
+                    f"{path.relative_to(PACKAGE)}:{node.lineno} names {node.value!r}"
+
+
+def test_linalg_never_reads_a_kernels_parameters():
+    # the operator asks the kernel (tiled_form, tiled_gradients), never unwraps it
+    for path in (PACKAGE / "linalg").rglob("*.py"):
+        names = _names_in(ast.parse(path.read_text()))
+        read = names & {"raw_lengthscale", "raw_outputscale", "lengthscale", "outputscale",
+                        "base"}
+        assert not read, f"{path.relative_to(PACKAGE)} reads {read}"

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import torch
 
-from .kernels.chunked import Columns, block_matmul, dense_block, prepare_columns
+from .kernels.chunked import PreparedColumns, block_matmul, dense_block, prepare_columns
 from .linalg.gram import add_upper_gram_, mirror_upper
 from .linalg.lowrank import extend_rows, ordered_sum, pivot_columns
 from .linalg.operator import KernelOperator, contract_rows, row_blocks
@@ -264,10 +264,12 @@ def _block_products(bounds: Sequence[tuple[int, int]], form: Any, X: torch.Tenso
     return torch.cat([block_matmul(form, X[s:e], cols, V) for s, e in bounds])
 
 
-def _column_range(cols: Columns, columns: tuple[int, int]) -> Columns:
+def _column_range(cols: PreparedColumns, columns: tuple[int, int]) -> PreparedColumns:
     """The prepared columns of rows c0..c1 (the same centre, so the same numbers)."""
     c0, c1 = columns
-    return cols if (c0, c1) == (0, cols.B.shape[0]) else Columns(cols.B[c0:c1], cols.centre)
+    if (c0, c1) == (0, cols.B.shape[0]):
+        return cols
+    return PreparedColumns(cols.B[c0:c1], cols.centre)
 
 
 def even_runs(items: Sequence[Any], count: int) -> list[list[Any]]:

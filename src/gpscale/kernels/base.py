@@ -26,7 +26,7 @@ import torch
 from torch import nn
 
 from ..params import Positive, summary
-from .chunked import kernel_matmul
+from .chunked import TiledForm, kernel_matmul
 from .memo import InputMemo
 
 if TYPE_CHECKING:
@@ -170,6 +170,25 @@ class Kernel(nn.Module):
         lengthscales scale the frequencies); see :mod:`gpscale.kernels.spectral`."""
         return None
 
+    def tiled_form(self, scale: float = 1.0) -> TiledForm | None:
+        """``scale`` times this kernel as a :class:`~gpscale.kernels.chunked.TiledForm`
+        (its radial profile, lengthscales and output scale, detached) when it has one, for
+        the tiled products of :mod:`gpscale.kernels.chunked`; None otherwise (the
+        default: slabs come from ``kernel(X1, X2)``)."""
+        return None
+
+    def tiled_gradients(self, form: TiledForm, total: torch.Tensor, S: torch.Tensor
+                        ) -> dict[torch.Tensor, torch.Tensor]:
+        """Raw-parameter gradients of ⟨G, K⟩ from the sums of
+        :func:`~gpscale.kernels.chunked.tiled_contraction` (``form``: this kernel's
+        :meth:`tiled_form` with an exponential profile)."""
+        raise NotImplementedError(f"{type(self).__name__} has no tiled contraction")
+
+    def unscaled(self, scale: float = 1.0) -> tuple[float, Kernel]:
+        """(s, k) with ``scale`` times this kernel = s · k and k not a :class:`Scale`:
+        (``scale``, self) here; a Scale multiplies its signal variance in."""
+        return scale, self
+
     def raw_columns(self, d: int) -> list[int]:
         """The columns of a d-column input that some part of this kernel reads as given
         (a part with ``raw_inputs``: its ``active_dims``, or every column); sorted."""
@@ -245,6 +264,21 @@ class Scale(Kernel):
     def spectral_density(self) -> SpectralDensity | None:
         """The base kernel's: s² scales k, not the shape of its spectrum."""
         return self.base.spectral_density()
+
+    def tiled_form(self, scale: float = 1.0) -> TiledForm | None:  # noqa: D102
+        return self.base.tiled_form(scale * float(self.outputscale.detach()))
+
+    def tiled_gradients(self, form, total, S):  # noqa: D102 - see Kernel.tiled_gradients
+        # K = (Π s_k) κ: in this s², (Π s / s²) · Σ G ⊙ κ
+        out = {}
+        if self.raw_outputscale.requires_grad:
+            value = form.scale / float(self.outputscale.detach()) * total
+            out[self.raw_outputscale] = type(self).outputscale.raw_grad(self, value)
+        out.update(self.base.tiled_gradients(form, total, S))
+        return out
+
+    def unscaled(self, scale: float = 1.0) -> tuple[float, Kernel]:  # noqa: D102
+        return self.base.unscaled(scale * float(self.outputscale.detach()))
 
     def vjp(self, X1, X2, G):  # noqa: D102 - see Kernel.vjp
         return self._scaled(*self.base.vjp(X1, X2, G))

@@ -7,10 +7,11 @@ incoming gradient through ``kernel.vjp`` (⟨g, K_b V⟩ = ⟨g Vᵀ, K_b⟩), s
 methods run in O(n · block) memory. Gradients with respect to X1 and X2 are not
 provided.
 
-The fast products need no autograd graph (CG, Lanczos). For the stationary kernels
-(RBF, Matérn ν ∈ {½, 3/2, 5/2}, rational quadratic, under any number of Scale
-wrappers, ARD or not) a slab is one GEMM of augmented inputs followed by one elementwise
-map, with the map's constants folded into the GEMM. For the RBF:
+The fast products need no autograd graph (CG, Lanczos). For a kernel with a tiled form
+(``kernel.tiled_form()``: the stationary kernels, under any number of Scale wrappers,
+ARD or not) a slab is one GEMM of augmented inputs followed by the kernel's elementwise
+map κ(t), t = coefficient · r² + offset (:class:`Radial`), with the coefficient and
+offset folded into the GEMM. For the RBF (κ = eᵗ, t = −r²/2):
 
     log k(x, x')/s² = a·b − ½‖a‖² − ½‖b‖² = [a, −½‖a‖², 1] · [b, 1, −½‖b‖²],
 
@@ -22,13 +23,14 @@ GEMM to their product with V. Tiles may be formed and multiplied in float32
 rounding adds up over at most :data:`TILE_COLS` terms. Other kernels are evaluated by
 ``kernel(X1_b, X2)`` (no fast map, in the kernel's own dtype).
 
-Nothing here imports the kernel classes: a kernel is any callable ``kernel(X1, X2)``
-with ``parameters()`` and ``vjp``; the stationary ones are recognised by class name
-(:func:`kernel_form`).
+Nothing here imports the kernel classes or knows a formula: a kernel is any callable
+``kernel(X1, X2)`` with ``parameters()``, ``vjp`` and ``tiled_form()`` (None: no fast
+form), and the formulas are the kernels' own (:func:`kernel_form`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -49,26 +51,37 @@ def auto_block(n1: int, n2: int, itemsize: int = 8, budget: int = DEFAULT_BLOCK_
 
 
 # -- fast forms -----------------------------------------------------------------------
-_MAPS = {"gpscale.kernels.stationary.RBF": "rbf",
-         "gpscale.kernels.stationary.RationalQuadratic": "rq"}
-_MATERN = "gpscale.kernels.stationary.Matern"
-_SCALE = "gpscale.kernels.base.Scale"
+@dataclass(frozen=True)
+class Radial:
+    """A stationary kernel's profile as its tiles evaluate it: κ(t) with
+    t = ``coefficient`` · r² + ``offset``, so that a tile's GEMM of augmented inputs
+    gives t directly (module docstring) and ``map_`` turns it into κ in place.
+    ``exponential``: κ(t) = eᵗ with t = −r²/2, whose derivative in t is κ itself, so
+    one tile gives both ⟨G, K⟩ and the lengthscale sums (:func:`tiled_contraction`).
+    Written by the kernel (its ``radial()``); ``map_`` must pickle (a function or a
+    ``functools.partial`` of one, not a bound method: the form travels to workers)."""
 
+    coefficient: float
+    offset: float
+    map_: Callable[[torch.Tensor], torch.Tensor]
+    exponential: bool = False
 
-def _cls(kernel: Any) -> str:
-    return f"{type(kernel).__module__}.{type(kernel).__qualname__}"
+    def __post_init__(self) -> None:
+        if self.exponential and (self.coefficient, self.offset) != (-0.5, 0.0):
+            raise ValueError("an exponential radial profile has t = −r²/2 (coefficient "
+                             f"−0.5, offset 0), got {self.coefficient}, {self.offset}")
 
 
 @dataclass(frozen=True)
-class StationaryForm:
-    """k(x, x') = scale · κ(r²), r² = Σ_d (x_d − x'_d)²/l_d² over ``active_dims``,
-    κ one of ``kind``: "rbf" exp(−r²/2); "matern12/32/52"; "rq" (1 + r²/2α)^(−α).
-    Detached values only: picklable, the kernel's state for a worker."""
+class TiledForm:
+    """k(x, x') = scale · κ(t), κ and t from ``radial``, r² = Σ_d (x_d − x'_d)²/l_d²
+    over ``active_dims``: what ``kernel.tiled_form()`` answers, its output scale and
+    lengthscales folded in. Detached values only: picklable, the kernel's state for a
+    worker."""
 
-    kind: str
+    radial: Radial
     lengthscale: torch.Tensor
     scale: float = 1.0
-    alpha: float = 1.0
     active_dims: tuple[int, ...] | None = None
 
 
@@ -79,24 +92,20 @@ class GenericForm:
     kernel: Any
 
 
-def kernel_form(kernel: Any) -> StationaryForm | GenericForm:
-    """The fast form of ``kernel`` (its current hyperparameters, detached)."""
-    scale, k = 1.0, kernel
-    while _cls(k) == _SCALE:
-        scale *= float(k.outputscale.detach())
-        k = k.base
-    name = _cls(k)
-    kind = _MAPS.get(name)
-    if name == _MATERN:
-        kind = {0.5: "matern12", 1.5: "matern32", 2.5: "matern52"}.get(float(k.nu))
-    if kind is None:
-        return GenericForm(kernel)
-    dims = None if k.active_dims is None else tuple(int(i) for i in k.active_dims)
-    alpha = float(k.alpha.detach()) if kind == "rq" else 1.0
-    return StationaryForm(kind, k.lengthscale.detach().reshape(-1), scale, alpha, dims)
+def kernel_form(kernel: Any) -> TiledForm | GenericForm:
+    """The fast form of ``kernel`` (its current hyperparameters, detached): the one the
+    kernel gives (``kernel.tiled_form()``), else the generic form."""
+    form = kernel.tiled_form()
+    return GenericForm(kernel) if form is None else form
 
 
-class Columns(NamedTuple):
+def tiled_gradient(kernel: Any) -> bool:
+    """Whether ``kernel``'s gradients contract by tiles (:func:`tiled_contraction`)."""
+    form = kernel.tiled_form()
+    return form is not None and form.radial.exponential
+
+
+class PreparedColumns(NamedTuple):
     """The right-hand factor of a slab's GEMM, prepared once per X2:
     ``B`` (n2 x (d + 2)) in the block dtype and the centre c; for a generic kernel,
     ``B`` is X2 itself and c is None."""
@@ -105,72 +114,46 @@ class Columns(NamedTuple):
     centre: torch.Tensor | None
 
 
-def _active(form: StationaryForm, X: torch.Tensor) -> torch.Tensor:
+def _active(form: TiledForm, X: torch.Tensor) -> torch.Tensor:
     if form.active_dims is None:
         return X
     return X[:, torch.as_tensor(form.active_dims, device=X.device) % X.shape[1]]
 
 
-def _coef(form: StationaryForm) -> tuple[float, float]:
-    """(u, v) with slab = u·(a·b) + v·(‖a‖² + ‖b‖²) + const before the map:
-    rbf −½ r² (u=1, v=−½); matern (c r)² (c² from ν); rq 1 + r²/2α."""
-    if form.kind == "rbf":
-        return 1.0, -0.5
-    if form.kind == "rq":
-        return -1.0 / form.alpha, 0.5 / form.alpha
-    c2 = {"matern12": 1.0, "matern32": 3.0, "matern52": 5.0}[form.kind]
-    return -2.0 * c2, c2
-
-
-def prepare_columns(form: StationaryForm | GenericForm, X2: torch.Tensor,
-                    dtype: torch.dtype | None = None) -> Columns:
-    """The :class:`Columns` of X2 for slabs in ``dtype`` (default X2's)."""
+def prepare_columns(form: TiledForm | GenericForm, X2: torch.Tensor,
+                    dtype: torch.dtype | None = None) -> PreparedColumns:
+    """The :class:`PreparedColumns` of X2 for slabs in ``dtype`` (default X2's):
+    t = u·(a·b) + v·(‖a‖² + ‖b‖²) + offset with v the radial coefficient, u = −2v."""
     dtype = X2.dtype if dtype is None else dtype
     if isinstance(form, GenericForm):
-        return Columns(X2, None)
+        return PreparedColumns(X2, None)
     X2 = _active(form, X2)
     ls = form.lengthscale.to(X2)
     centre = X2.mean(0, keepdim=True) if X2.shape[0] else X2.new_zeros(1, X2.shape[1])
     b = (X2 - centre) / ls
-    u, v = _coef(form)
-    const = 1.0 if form.kind == "rq" else 0.0
-    B = torch.cat([u * b, torch.ones_like(b[:, :1]),
-                   v * (b * b).sum(-1, keepdim=True) + const], dim=1)
-    return Columns(B.to(dtype), centre)
+    v = form.radial.coefficient
+    B = torch.cat([(-2.0 * v) * b, torch.ones_like(b[:, :1]),
+                   v * (b * b).sum(-1, keepdim=True) + form.radial.offset], dim=1)
+    return PreparedColumns(B.to(dtype), centre)
 
 
-def _left(form: StationaryForm, X1: torch.Tensor, cols: Columns) -> torch.Tensor:
+def _left(form: TiledForm, X1: torch.Tensor, cols: PreparedColumns) -> torch.Tensor:
     a = (_active(form, X1) - cols.centre) / form.lengthscale.to(X1)
-    _, v = _coef(form)
+    v = form.radial.coefficient
     A = torch.cat([a, v * (a * a).sum(-1, keepdim=True), torch.ones_like(a[:, :1])], dim=1)
     return A.to(cols.B.dtype)
 
 
-def _map_(form: StationaryForm, G: torch.Tensor) -> torch.Tensor:
-    """κ applied in place to the GEMM output (see :func:`_coef`)."""
-    if form.kind == "rbf":
-        return G.exp_()  # rounding may leave −½r² a hair above 0: exp is continuous there
-    if form.kind == "rq":
-        return G.clamp_min_(1.0).pow_(-form.alpha)
-    s = G.clamp_min_(0.0).sqrt_()  # s = c r
-    if form.kind == "matern12":
-        return s.neg_().exp_()
-    E = torch.neg(s).exp_()
-    if form.kind == "matern32":
-        return s.add_(1.0).mul_(E)  # (1 + s) e^{−s}
-    return s.addcmul_(s, s, value=1.0 / 3.0).add_(1.0).mul_(E)  # (1 + s + s²/3) e^{−s}
-
-
-def kernel_slab(form: StationaryForm | GenericForm, X1: torch.Tensor,
-                cols: Columns) -> torch.Tensor:
+def kernel_slab(form: TiledForm | GenericForm, X1: torch.Tensor,
+                cols: PreparedColumns) -> torch.Tensor:
     """K(X1, X2) / scale in the block dtype (the generic form: K(X1, X2) itself)."""
     if isinstance(form, GenericForm):
         return form.kernel(X1, cols.B)
-    return _map_(form, _left(form, X1, cols) @ cols.B.mT)
+    return form.radial.map_(_left(form, X1, cols) @ cols.B.mT)
 
 
-def dense_block(form: StationaryForm | GenericForm, X1: torch.Tensor,
-                cols: Columns) -> torch.Tensor:
+def dense_block(form: TiledForm | GenericForm, X1: torch.Tensor,
+                cols: PreparedColumns) -> torch.Tensor:
     """K(X1, X2) as a dense matrix in the columns' dtype, the output scale included."""
     if isinstance(form, GenericForm):
         return form.kernel(X1, cols.B)
@@ -178,7 +161,7 @@ def dense_block(form: StationaryForm | GenericForm, X1: torch.Tensor,
 
 
 @torch.no_grad()
-def block_matmul(form: StationaryForm | GenericForm, X1: torch.Tensor, cols: Columns,
+def block_matmul(form: TiledForm | GenericForm, X1: torch.Tensor, cols: PreparedColumns,
                  V: torch.Tensor, tile_rows: int = TILE_ROWS, tile_cols: int = TILE_COLS
                  ) -> torch.Tensor:
     """K(X1, X2) @ V for one row block X1 (X2 given by ``cols``), in V's dtype.
@@ -202,7 +185,7 @@ def block_matmul(form: StationaryForm | GenericForm, X1: torch.Tensor, cols: Col
         A = _left(form, X1[s:s + tile_rows], cols)
         acc = out[s:s + tile_rows]
         for c in range(0, n2, tile_cols):
-            G = _map_(form, tile.product(A, cols.B[c:c + tile_cols]))
+            G = form.radial.map_(tile.product(A, cols.B[c:c + tile_cols]))
             acc += (G @ Vt[c:c + tile_cols]).to(V.dtype)
     return out.mul_(form.scale)
 
@@ -223,17 +206,19 @@ class _Tile:
 
 
 @torch.no_grad()
-def rbf_contraction(form: StationaryForm, X1: torch.Tensor, cols: Columns, left: torch.Tensor,
-                    right: torch.Tensor, tile_rows: int = TILE_ROWS,
-                    tile_cols: int = TILE_COLS) -> tuple[torch.Tensor, torch.Tensor]:
-    """For an RBF form, with M = (left rightᵀ) ⊙ κ(X1, X2) (κ = K / scale):
+def tiled_contraction(form: TiledForm, X1: torch.Tensor, cols: PreparedColumns,
+                      left: torch.Tensor, right: torch.Tensor, tile_rows: int = TILE_ROWS,
+                      tile_cols: int = TILE_COLS) -> tuple[torch.Tensor, torch.Tensor]:
+    """For an exponential form (κ(t) = eᵗ, t = −r²/2: the RBF), with
+    M = (left rightᵀ) ⊙ κ(X1, X2) (κ = K / scale):
     (Σ_ij M_ij, S) with S_d = Σ_ij M_ij (a_id − b_jd)², a = (x1 − c)/l, b = (x2 − c)/l,
     by tiles as :func:`block_matmul` (formed in the dtype of ``cols``, summed in
     left's). ⟨left rightᵀ, K⟩ = scale · Σ M and its derivative in l_d is
-    scale · S_d / l_d: the lengthscale sums without an n1 x n2 x d tensor, as
+    scale · S_d / l_d (the kernel's ``tiled_gradients``): the lengthscale sums without
+    an n1 x n2 x d tensor, as
     S_d = Σ_i a_id² Σ_j M_ij + Σ_j b_jd² Σ_i M_ij − 2 Σ_i a_id (M b)_id."""
-    if form.kind != "rbf":
-        raise ValueError(f"rbf_contraction needs an RBF form, got {form.kind!r}")
+    if not form.radial.exponential:
+        raise ValueError("tiled_contraction needs an exponential radial profile (the RBF's)")
     d = cols.B.shape[1] - 2
     wide = left.dtype
     lt, rt = left.to(cols.B.dtype), right.to(cols.B.dtype)
@@ -246,7 +231,7 @@ def rbf_contraction(form: StationaryForm, X1: torch.Tensor, cols: Columns, left:
         a = A[:, :d]
         for c in range(0, cols.B.shape[0], tile_cols):
             Bt = cols.B[c:c + tile_cols]
-            M = _map_(form, tile.product(A, Bt)).mul_(
+            M = form.radial.map_(tile.product(A, Bt)).mul_(
                 tile.product(lt[s:s + tile_rows], rt[c:c + tile_cols], 1))
             rows, cs = M.sum(1), M.sum(0)
             col_sums[c:c + tile_cols] += cs.to(wide)
@@ -365,5 +350,6 @@ def kernel_matmul(
 
 
 __all__ = ["kernel_matmul", "kernel_contraction", "kernel_product", "block_matmul",
-           "kernel_form", "prepare_columns", "kernel_slab", "rbf_contraction", "StationaryForm",
-           "GenericForm", "Columns", "auto_block", "fast_block", "TILE_ROWS", "TILE_COLS"]
+           "kernel_form", "tiled_gradient", "prepare_columns", "kernel_slab",
+           "tiled_contraction", "Radial", "TiledForm", "GenericForm", "PreparedColumns",
+           "auto_block", "fast_block", "TILE_ROWS", "TILE_COLS"]

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .base import Kernel, Scale
+from .base import Kernel
 from .spectral import SpectralDensity
 from .stationary import Stationary
 
@@ -77,10 +77,7 @@ def spectral_facts(kernel: Kernel, method: str, d: int | None = None) -> Spectra
             f"method {method!r} needs an RBF or Matérn kernel ('rbf', 'rbf-ard', "
             "'matern12-ard', 'matern32-ard', 'matern52-ard'; or a kernel whose "
             f"spectral_density() is not None), got {type(kernel).__name__}")
-    outputscale, base = 1.0, kernel
-    while isinstance(base, Scale):
-        outputscale *= float(base.outputscale.detach())
-        base = base.base
+    outputscale, base = kernel.unscaled()
     if not isinstance(base, Stationary):
         raise ValueError(
             f"method {method!r}: {type(base).__name__} declares a spectral density but is "

@@ -1,8 +1,16 @@
 """Stationary kernels with automatic relevance determination (one lengthscale per
-input column when ``ard_dims`` is given, one shared lengthscale otherwise)."""
+input column when ``ard_dims`` is given, one shared lengthscale otherwise).
+
+Each kernel writes its formula κ(r²) here and nowhere else: ``_k`` (dense, autograd),
+``_contract`` (the closed-form :meth:`Kernel.vjp`) and ``radial`` (the profile its
+float32/float64 tiles evaluate, :mod:`gpscale.kernels.chunked`). A subclass keeps its
+parent's tiled form and closed gradient unless it overrides ``_k``: then only what it
+defines itself is used (:func:`_same_class`).
+"""
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -10,6 +18,7 @@ import torch
 
 from ..params import Positive
 from .base import Kernel
+from .chunked import Radial, TiledForm
 from .spectral import MATERN_NUS, SpectralDensity
 
 
@@ -33,6 +42,14 @@ def scaled_sqdist(X1: torch.Tensor, X2: torch.Tensor, lengthscale: torch.Tensor)
 
 def _inplace_ok(t: torch.Tensor) -> bool:
     return not (torch.is_grad_enabled() and t.requires_grad)
+
+
+def _same_class(cls: type, *names: str) -> bool:
+    """Whether the methods ``names`` of ``cls`` are all defined by one class: a
+    subclass that overrides ``_k`` does not inherit its parent's ``radial`` or
+    ``_contract``, which would silently compute the parent's formula."""
+    owners = {next((c for c in cls.__mro__ if name in vars(c)), None) for name in names}
+    return len(owners) == 1
 
 
 class Stationary(Kernel):
@@ -76,6 +93,27 @@ class Stationary(Kernel):
     def _diag(self, X: torch.Tensor) -> torch.Tensor:
         return torch.ones(X.shape[0], dtype=X.dtype, device=X.device)
 
+    def radial(self) -> Radial | None:
+        """κ as the tiles evaluate it (:class:`~gpscale.kernels.chunked.Radial`, current
+        values detached); None (the default) when the kernel has no tiled form."""
+        return None
+
+    def tiled_form(self, scale: float = 1.0) -> TiledForm | None:  # noqa: D102
+        radial = self.radial() if _same_class(type(self), "_k", "radial") else None
+        if radial is None:
+            return None
+        dims = None if self.active_dims is None else tuple(int(i) for i in self.active_dims)
+        return TiledForm(radial, self.lengthscale.detach().reshape(-1), scale, dims)
+
+    def tiled_gradients(self, form, total, S):  # noqa: D102 - see Kernel.tiled_gradients
+        # κ = e^{−r²/2}: ∂κ/∂l_d = κ (a_d − b_d)²/l_d, so ∂⟨G, K⟩/∂l_d = scale · S_d / l_d
+        if not self.raw_lengthscale.requires_grad:
+            return {}
+        ls = self.lengthscale.detach().reshape(-1).to(S)
+        grad = form.scale * S / ls if ls.numel() == S.numel() else \
+            (form.scale * S / ls).sum().reshape(1)
+        return {self.raw_lengthscale: type(self).lengthscale.raw_grad(self, grad)}
+
     def _contract(self, r2: torch.Tensor, G: torch.Tensor):
         """From r² (may be overwritten) and G: (M, inner, extra) with
         M = G ∘ ∂k/∂(r²), inner = ⟨G, K⟩, extra = {param: grad} for non-lengthscale
@@ -92,7 +130,9 @@ class Stationary(Kernel):
 
     def _closed_vjp(self, X1, X2, G, inputs: bool):
         """(grads, ⟨G, K⟩, ∂⟨G, K⟩/∂X1 or None) from ``_contract``; None when the kernel
-        has no closed form."""
+        has no closed form (or inherits one for a formula it overrides)."""
+        if not _same_class(type(self), "_k", "_contract"):
+            return None
         try:
             with torch.no_grad():
                 C1, C2 = self._cols(X1), self._cols(X2)
@@ -121,26 +161,37 @@ class Stationary(Kernel):
         return grads, inner, g_x1
 
 
+def _exp_(t: torch.Tensor) -> torch.Tensor:
+    """κ(t) = eᵗ in place (tiles' rounding may leave t a hair above 0: exp is
+    continuous there)."""
+    return t.exp_()
+
+
 class RBF(Stationary):
     """Squared exponential: k(x, x') = exp(−r²/2), r² = Σ_d (x_d − x'_d)²/l_d².
 
     Separable: K = Π_d K_d with K_d = exp(−(x_d − x'_d)²/(2 l_d²)); see :meth:`factors`.
-    Spectral density N(0, I) on the scaled inputs.
+    Spectral density N(0, I) on the scaled inputs. κ(t) = eᵗ at t = −r²/2
+    (:meth:`radial`) in every path: dense, contraction and tiles.
     """
 
     def spectral_density(self) -> SpectralDensity:
         return SpectralDensity("rbf")
 
+    def radial(self) -> Radial:  # noqa: D102
+        return Radial(-0.5, 0.0, _exp_, exponential=True)
+
     def _k(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
         r2 = self.r2(X1, X2)
-        if _inplace_ok(r2):
-            return r2.mul_(-0.5).exp_()
-        return torch.exp(-0.5 * r2)
+        radial = self.radial()
+        t = r2.mul_(radial.coefficient) if _inplace_ok(r2) else r2 * radial.coefficient
+        return radial.map_(t)  # in place on t, a fresh tensor: exp's backward reads κ
 
     def _contract(self, r2, G):
-        K = r2.mul_(-0.5).exp_()
+        radial = self.radial()
+        K = radial.map_(r2.mul_(radial.coefficient))
         inner = torch.vdot(G.reshape(-1), K.reshape(-1))
-        return K.mul_(G).mul_(-0.5), inner, {}  # ∂k/∂r² = −k/2
+        return K.mul_(G).mul_(radial.coefficient), inner, {}  # ∂k/∂r² = −k/2
 
     def factors(self, X1: torch.Tensor, X2: torch.Tensor | None = None) -> torch.Tensor:
         """The 1-D factor matrices, shape (d, n1, n2), whose elementwise product is K."""
@@ -151,11 +202,28 @@ class RBF(Stationary):
         return torch.exp(-0.5 * diff * diff)
 
 
+def _matern_(t: torch.Tensor, nu: float) -> torch.Tensor:
+    """The Matérn κ in place from t = 2ν r² = s²: e^{−s}, (1 + s) e^{−s},
+    (1 + s + s²/3) e^{−s} for ν = 1/2, 3/2, 5/2."""
+    s = t.clamp_min_(0.0).sqrt_()
+    if nu == 0.5:
+        return s.neg_().exp_()
+    E = torch.neg(s).exp_()
+    if nu == 1.5:
+        return s.add_(1.0).mul_(E)
+    return s.addcmul_(s, s, value=1.0 / 3.0).add_(1.0).mul_(E)
+
+
 class Matern(Stationary):
     """Matérn with ν ∈ {1/2, 3/2, 5/2}:
 
     ν=1/2: exp(−r);  ν=3/2: (1 + √3 r) exp(−√3 r);  ν=5/2: (1 + √5 r + 5r²/3) exp(−√5 r).
     Spectral density: Student-t with 2ν degrees of freedom on the scaled inputs.
+
+    The three paths evaluate this κ in their own order of operations (``_k`` from r with
+    a floor that keeps autograd's √ finite at r = 0; ``_contract`` from r with its
+    derivative; the tiles from s² = 2ν r², :meth:`radial`), kept as they are so that
+    every fit reproduces bit for bit.
     """
 
     def __init__(
@@ -175,6 +243,9 @@ class Matern(Stationary):
 
     def spectral_density(self) -> SpectralDensity:
         return SpectralDensity("matern", self.nu)
+
+    def radial(self) -> Radial:  # noqa: D102
+        return Radial(2.0 * self.nu, 0.0, functools.partial(_matern_, nu=self.nu))
 
     def _k(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
         r2 = self.r2(X1, X2)
@@ -205,8 +276,17 @@ class Matern(Stationary):
         return dk.mul_(G), inner, {}
 
 
+def _rational_(t: torch.Tensor, alpha: float) -> torch.Tensor:
+    """κ(t) = t^(−α) in place, t = 1 + r²/(2α) (≥ 1 but for the tiles' rounding)."""
+    return t.clamp_min_(1.0).pow_(-alpha)
+
+
 class RationalQuadratic(Stationary):
-    """k(x, x') = (1 + r²/(2α))^(−α)."""
+    """k(x, x') = (1 + r²/(2α))^(−α).
+
+    ``_k`` and ``_contract`` take α as a tensor (its gradient), the tiles
+    (:meth:`radial`) as a number folded into their GEMM.
+    """
 
     alpha = Positive(doc="shape α")
 
@@ -219,6 +299,10 @@ class RationalQuadratic(Stationary):
     ) -> None:
         super().__init__(lengthscale, ard_dims, active_dims)
         self.alpha = alpha
+
+    def radial(self) -> Radial:  # noqa: D102
+        alpha = float(self.alpha.detach())
+        return Radial(0.5 / alpha, 1.0, functools.partial(_rational_, alpha=alpha))
 
     def _k(self, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:
         return torch.pow(1.0 + self.r2(X1, X2) / (2.0 * self.alpha), -self.alpha)

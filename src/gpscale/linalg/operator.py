@@ -19,16 +19,16 @@ from typing import Any
 import torch
 
 from ..kernels.chunked import (
-    Columns,
     GenericForm,
-    StationaryForm,
+    PreparedColumns,
+    TiledForm,
     auto_block,
     block_matmul,
     dense_block,
     kernel_contraction,
     kernel_form,
     prepare_columns,
-    rbf_contraction,
+    tiled_contraction,
 )
 from ..sizes import available_memory
 from .lowrank import DenseFactor
@@ -47,24 +47,26 @@ def row_blocks(n: int, block: int) -> list[tuple[int, int]]:
     return [(s, min(n, s + block)) for s in range(0, n, block)]
 
 
-def contract_rows(kernel: Any, form: StationaryForm | GenericForm, cols: Columns,
+def contract_rows(kernel: Any, form: TiledForm | GenericForm, cols: PreparedColumns,
                   X: torch.Tensor, bounds: list[tuple[int, int]], left: torch.Tensor,
                   right: torch.Tensor, X2: torch.Tensor | None = None) -> list[torch.Tensor]:
     """Σ over the row ranges (s, e) of the gradients of ⟨left_{s:e} rightᵀ, K(X_{s:e}, X2)⟩
     (``cols`` prepared from X2; X2 = X by default), in the order of the kernel's
     trainable parameters (a pure function: one task's share of a distributed
-    contraction). An RBF under Scale wrappers contracts by tiles in the dtype of
-    ``cols`` (:func:`~gpscale.kernels.chunked.rbf_contraction`); any other kernel
-    through ``kernel.vjp`` on float64 slabs."""
+    contraction). A form with an exponential profile (the RBF, under Scale wrappers)
+    contracts by tiles in the dtype of ``cols``
+    (:func:`~gpscale.kernels.chunked.tiled_contraction`, its sums turned into
+    gradients by ``kernel.tiled_gradients``); any other kernel through ``kernel.vjp``
+    on float64 slabs."""
     X2 = X if X2 is None else X2
     params = [p for p in kernel.parameters() if p.requires_grad]
-    if isinstance(form, StationaryForm) and form.kind == "rbf":
+    if isinstance(form, TiledForm) and form.radial.exponential:
         total = torch.zeros((), dtype=left.dtype, device=left.device)
         S = torch.zeros(cols.B.shape[1] - 2, dtype=left.dtype, device=left.device)
         for s, e in bounds:
-            t, part = rbf_contraction(form, X[s:e], cols, left[s:e], right)
+            t, part = tiled_contraction(form, X[s:e], cols, left[s:e], right)
             total, S = total + t, S + part
-        grads = _rbf_gradients(kernel, form, total, S)
+        grads = kernel.tiled_gradients(form, total, S)
         return [grads.get(p, torch.zeros_like(p)) for p in params]
     out = [torch.zeros_like(p) for p in params]
     sub = auto_block(X.shape[0], X2.shape[0], X.element_size(), CONTRACTION_BYTES)
@@ -73,26 +75,6 @@ def contract_rows(kernel: Any, form: StationaryForm | GenericForm, cols: Columns
         for acc, p in zip(out, params):
             if p in part:
                 acc += part[p]
-    return out
-
-
-def _rbf_gradients(kernel: Any, form: StationaryForm, total: torch.Tensor, S: torch.Tensor
-                   ) -> dict[torch.Tensor, torch.Tensor]:
-    """Raw-parameter gradients of ⟨G, K⟩ from Σ G ⊙ κ (``total``) and the lengthscale
-    sums ``S`` (:func:`~gpscale.kernels.chunked.rbf_contraction`), K = Π s_k · κ: in
-    each outputscale s_k, (Π s / s_k) · total; in l_d, Π s · S_d / l_d."""
-    out: dict[torch.Tensor, torch.Tensor] = {}
-    k = kernel
-    while hasattr(k, "base"):  # the Scale wrappers kernel_form walked through
-        if k.raw_outputscale.requires_grad:
-            value = form.scale / float(k.outputscale.detach()) * total
-            out[k.raw_outputscale] = type(k).outputscale.raw_grad(k, value)
-        k = k.base
-    if k.raw_lengthscale.requires_grad:
-        ls = k.lengthscale.detach().reshape(-1).to(S)
-        grad = form.scale * S / ls if ls.numel() == S.numel() else \
-            (form.scale * S / ls).sum().reshape(1)
-        out[k.raw_lengthscale] = type(k).lengthscale.raw_grad(k, grad)
     return out
 
 
@@ -120,8 +102,8 @@ class KernelOperator:
         noise = torch.as_tensor(noise).detach()
         self.noise: float | torch.Tensor = float(noise) if noise.ndim == 0 else noise.to(X)
         self.block_dtype = X.dtype if block_dtype is None else block_dtype
-        self.form: StationaryForm | GenericForm = kernel_form(kernel)
-        self.cols: Columns = prepare_columns(self.form, self.X, self.block_dtype)
+        self.form: TiledForm | GenericForm = kernel_form(kernel)
+        self.cols: PreparedColumns = prepare_columns(self.form, self.X, self.block_dtype)
         self.block = int(block) if block is not None else BLOCK_ROWS
         if self.block < 1:
             raise ValueError(f"block must be a positive number of rows, got {block!r}")

@@ -51,7 +51,7 @@ from typing import Any
 import torch
 
 from ..kernels import Kernel
-from ..kernels.chunked import StationaryForm, kernel_form
+from ..kernels.chunked import tiled_gradient
 from ..models.exact_cg import PRECOND_BYTES
 from ..sizes import available_memory
 from .cost import (
@@ -161,14 +161,13 @@ def _iterative_choice(n: int, d: int, kernel: Kernel, budget: float | None,
     """The exact GP on every row when its fit switches to the iterative path
     (:func:`~gpscale.methods.cost.too_large`), the kernel has tiled products and the
     cost model fits the budget (or :data:`ITERATIVE_SECONDS`); else None."""
-    form = kernel_form(kernel)
-    if not isinstance(form, StationaryForm) or not too_large(n, d, dtype,
-                                                             form.kind == "rbf"):
+    rbf = tiled_gradient(kernel)
+    if kernel.tiled_form() is None or not too_large(n, d, dtype, rbf):
         return None
     avail = available_memory()
     if avail is not None and PRECOND_BYTES > 0.5 * avail:  # the preconditioner's factor
         return None
-    seconds = iterative_seconds(n, d, form.kind == "rbf")
+    seconds = iterative_seconds(n, d, rbf)
     limit = ITERATIVE_SECONDS if budget is None else float(budget)
     if seconds > limit:
         return None

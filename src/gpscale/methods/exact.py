@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from ..kernels import Kernel
-from ..kernels.chunked import kernel_form
+from ..kernels.chunked import tiled_gradient
 from ..metrics import nlpd
 from ..models import ConjugateGradients, ExactGP
 from ..models.copies import Copies, keep_copies, merge_copies, rows_variance
@@ -121,7 +121,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
         _fit_cholesky, mean=mean, max_iter=max_iter, restarts=restarts, seed=seed,
         progress=progress, device=device, dtype=dtype, prior=prior, tol=tol,
         patience=patience, init=init, restart_iter=restart_iter)
-    rbf = getattr(kernel_form(kernel), "kind", "") == "rbf"  # tiled contraction
+    rbf = tiled_gradient(kernel)  # tiled contraction
     if solver == "auto":
         solver = "cg" if too_large(n, d, dtype, rbf) else "cholesky"
     if solver == "cg":

@@ -35,7 +35,6 @@ from typing import Any
 import torch
 
 from ..features.rff import draw_frequencies
-from ..kernels.chunked import StationaryForm, kernel_form
 from ..linalg.cholesky import robust_cholesky
 from ..rng import as_generator
 
@@ -43,12 +42,10 @@ __all__ = ["PathwiseVariance", "LanczosVariance", "variance_cache", "pathwise_ok
 
 
 def _spectral(kernel: Any):
-    """(spectral density, StationaryForm) when pathwise sampling applies, else None."""
+    """(spectral density, tiled form) when pathwise sampling applies, else None."""
     density = getattr(kernel, "spectral_density", lambda: None)()
-    form = kernel_form(kernel)
-    if density is None or not isinstance(form, StationaryForm):
-        return None
-    if getattr(density, "name", None) != form.kind:
+    form = kernel.tiled_form()
+    if density is None or form is None:
         return None
     return density, form
 

@@ -27,7 +27,7 @@ from typing import Any
 import torch
 
 from ..features.grief import GriefFeatures
-from ..kernels import RBF, Kernel, Matern, Product, Scale
+from ..kernels import RBF, Kernel, Matern, Product
 from ..linalg.lowrank import low_rank_inverse, pivoted_cholesky, rp_cholesky
 from .grief import grief_preconditioner
 
@@ -43,10 +43,8 @@ def separable_form(kernel: Kernel, d: int) -> tuple[str, torch.Tensor, torch.Ten
     product of 1-D Matérns of one ν covering each column once; each optionally inside
     one Scale. The base-kernel name is the kernel's own
     (:meth:`~gpscale.kernels.Kernel.spectral_density`). Anything else raises ValueError."""
-    scale = torch.ones((), dtype=torch.float64)
-    base = kernel
-    if isinstance(base, Scale):
-        scale, base = base.outputscale.detach().reshape(()), base.base
+    scale, base = kernel.unscaled()
+    scale = torch.tensor(scale, dtype=torch.float64)
     if isinstance(base, RBF) and base.active_dims in (None, list(range(d))):
         return (base.spectral_density().name,
                 base.lengthscale.detach().reshape(-1).expand(d).clone(), scale)
