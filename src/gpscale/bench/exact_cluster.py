@@ -132,8 +132,9 @@ def _fit(folder: Path, n_fit: int, n_test: int, workers: int | None) -> dict:
 def run(args, rec) -> None:
     import tempfile
 
-    from ..distributed import ClusterOperator, connect
+    from ..linalg.cluster_operator import ClusterOperator
     from ..linalg.operator import KernelOperator
+    from ..parallel.cluster import connect
 
     if args.quick:
         args.rows, args.fit_rows, args.test_rows, args.repeat = 6000, 1500, 300, 1

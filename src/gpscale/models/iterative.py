@@ -39,9 +39,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from .. import distributed
 from ..kernels import Kernel
 from ..linalg.cg import cg
+from ..linalg.cluster_operator import ClusterOperator
 from ..linalg.lowrank import low_rank_inverse, pivoted_cholesky, rp_cholesky
 from ..linalg.operator import KernelOperator
 from ..params import Positive
@@ -131,9 +131,9 @@ class IterativeExactGP(MergedRows, GPModel):
     seed : seeds the variance cache's draws.
     copies : as :class:`ExactGP` (rows that are means of copies of one input).
     client : a dask.distributed Client: the products K V run on its workers
-        (:class:`gpscale.distributed.ClusterOperator`), and the preconditioner's factor
-        is built and kept there (:class:`gpscale.distributed.ClusterFactor`); not saved
-        with the model.
+        (:class:`gpscale.linalg.cluster_operator.ClusterOperator`), and the
+        preconditioner's factor is built and kept there
+        (:class:`gpscale.linalg.cluster_operator.ClusterFactor`); not saved with the model.
     """
 
     title = "Exact GP (iterative: preconditioned CG)"
@@ -248,8 +248,7 @@ class IterativeExactGP(MergedRows, GPModel):
         dt = _DTYPES[block_dtype or self.block_dtype]
         noise = self.noise_diagonal()
         if self.client is not None:
-            return distributed.ClusterOperator(self.kernel, self.X, noise,
-                                               self.client, self.block, dt)
+            return ClusterOperator(self.kernel, self.X, noise, self.client, self.block, dt)
         return KernelOperator(self.kernel, self.X, noise, self.block, dt)
 
     @torch.no_grad()
@@ -323,8 +322,8 @@ class IterativeExactGP(MergedRows, GPModel):
         greedy pivoted Cholesky ("pivchol"); None for "none" or rank 0. With copies, L
         is a factor of S K S, S = diag(√c) (:meth:`preconditioner`). "rpchol" builds L
         where ``op`` keeps it (:meth:`KernelOperator.factor_store`): here, or with a
-        ``client`` on the workers (:class:`gpscale.distributed.ClusterFactor`), and the
-        default rank's memory is that place's."""
+        ``client`` on the workers (:class:`gpscale.linalg.cluster_operator.ClusterFactor`),
+        and the default rank's memory is that place's."""
         rank = min(self.precond_rank, self.n) if self.precond_rank is not None else \
             precond_cap(self.n, self.X.element_size(), op.factor_memory())
         self._rank_used = 0 if self.precond == "none" else rank
