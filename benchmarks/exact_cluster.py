@@ -8,7 +8,7 @@ of x plus noise) is written as ``--files`` Parquet files and read back through
 
 * **products**: the seconds of one product C V with ``--rhs`` right-hand sides on every
   row (:class:`~gpscale.linalg.operator.KernelOperator` in process,
-  :class:`~gpscale.distributed.ClusterOperator` on the cluster: X goes to the workers
+  :class:`~gpscale.linalg.cluster_operator.ClusterOperator` on the cluster: X goes to the workers
   once, each product sends V and gathers the row blocks of C V), float32 tiles (the
   solver's default), the median of ``--repeat`` products, and the largest relative
   difference of the cluster's product from the in-process one;
@@ -132,8 +132,9 @@ def _fit(folder: Path, n_fit: int, n_test: int, workers: int | None) -> dict:
 def run(args, rec) -> None:
     import tempfile
 
-    from gpscale.distributed import ClusterOperator, connect
+    from gpscale.linalg.cluster_operator import ClusterOperator
     from gpscale.linalg.operator import KernelOperator
+    from gpscale.parallel.cluster import connect
 
     if args.quick:
         args.rows, args.fit_rows, args.test_rows, args.repeat = 6000, 1500, 300, 1

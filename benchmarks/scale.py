@@ -72,7 +72,7 @@ def write_part(item: tuple[int, int], folder: str, seed: int) -> int:
 
 def make_data(root: Path, n: int, client, seed: int = 0, part_rows: int = 1_000_000) -> Path:
     """The Parquet folder of n rows (written once by the cluster's workers, then reused)."""
-    from gpscale.distributed import fold_map
+    from gpscale.parallel.cluster import fold_map
 
     folder = root / f"n{n}-seed{seed}"
     done = folder / "_COMPLETE"
@@ -156,9 +156,9 @@ def _arguments(p) -> None:
 
 def _passes(method: str, folder: Path, p: int, client) -> dict:
     """Standardisation pass, one statistics pass, one NLML + gradient (RFF features)."""
-    from gpscale.distributed import source_scaler
     from gpscale.features import RandomFourierFeatures
     from gpscale.io import Rows, open_source
+    from gpscale.io.scaling import source_scaler
     from gpscale.models import FeatureGP
 
     source = open_source(folder, target="y")
@@ -187,10 +187,11 @@ def _passes(method: str, folder: Path, p: int, client) -> dict:
 def _stage_profile(folder: Path, p: int, rows: int = 1 << 18) -> dict:
     """One pass over the first ``rows`` rows, one thread, each stage timed in thread CPU
     time and divided by the CPU time of the full products Φᵀ @ Φ of the same chunks."""
-    from gpscale.distributed import chunk_rows, source_scaler
     from gpscale.features import RandomFourierFeatures
     from gpscale.io import open_source
+    from gpscale.io.scaling import source_scaler
     from gpscale.linalg.gram import add_upper_gram_
+    from gpscale.models.feature_stats import chunk_rows
     from gpscale.threads import thread_limit
     from gpscale.validation import as_matrix, as_vector
 
@@ -297,8 +298,8 @@ def _plot(fig, records: list[dict], summary: dict) -> None:
 @register("scale", help="rff from Parquet files: in process and on dask workers",
           add_arguments=_arguments, plot=_plot)
 def run(args, rec) -> None:
-    from gpscale.distributed import connect
     from gpscale.methods import METHODS
+    from gpscale.parallel.cluster import connect
 
     sizes = [int(v) for v in (args.n or ([2e4, 1e5] if args.quick else [1e6, 1e7]))]
     root = Path(args.data_dir or Path(os.environ.get("TMPDIR", "/tmp")) / "gpscale-scale")

@@ -112,7 +112,7 @@ def test_failed_save_leaves_no_file(fitted, tmp_path, monkeypatch):
                 fh.write(b"partial")
         raise OSError("disk full")
 
-    monkeypatch.setattr(api.torch, "save", broken_save)
+    monkeypatch.setattr(torch, "save", broken_save)
     with pytest.raises(OSError, match="disk full"):
         pred.save(tmp_path / "m.pt")
     assert os.listdir(tmp_path) == []

@@ -45,7 +45,7 @@ def test_duplicated_rows_are_counted_reported_and_warned():
 def test_duplicates_are_counted_across_partitions_like_in_memory(tmp_path):
     """The moments pass over files hashes rows per partition; copies in different files
     are found when the partitions' digests merge."""
-    from gpscale.distributed import source_scaler
+    from gpscale.io.scaling import source_scaler
 
     X, y = _rows(90)
     X = np.vstack([X, X[:25]])  # 25 copies, most in another file than their original

@@ -1,4 +1,5 @@
-"""gpscale.distributed: the statistics pass and its gradient pass over row partitions,
+"""gpscale.parallel and the passes it runs: the feature statistics and their gradient
+over row partitions, kernel products of the exact GP, fold maps and connecting,
 in-process and on a real LocalCluster (2 worker processes), against dense references."""
 
 from __future__ import annotations
@@ -22,8 +23,10 @@ pa = pytest.importorskip("pyarrow")
 pq = pytest.importorskip("pyarrow.parquet")
 
 import gpscale  # noqa: E402
-from gpscale import distributed as gd  # noqa: E402
 from gpscale.features import NeuralFeatures, RandomFourierFeatures, ScaledFeatures  # noqa: E402
+from gpscale.linalg import cluster_operator as cop  # noqa: E402
+from gpscale.models import feature_stats as fs  # noqa: E402
+from gpscale.parallel import cluster, reduce  # noqa: E402
 from gpscale.preprocessing import Standardizer  # noqa: E402
 from gpscale.threads import thread_limit  # noqa: E402
 
@@ -170,8 +173,8 @@ def client():
     # test sees gpscale bring it to the worker's 1
     env = {"PYTHONPATH": os.pathsep.join([str(SRC), str(HERE)]), "OMP_NUM_THREADS": "2"}
     with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None, env=env) as cluster, \
-            distributed.Client(cluster) as c:
+                                  dashboard_address=None, env=env) as local, \
+            distributed.Client(local) as c:
         yield c
 
 
@@ -190,8 +193,8 @@ def test_workers_import_this_gpscale(client):
 def test_distributed_statistics_equal_in_process_and_dense(client, data):
     X, y, scaler, parts = data
     f = rff()
-    here = gd.statistics(f, parts, scaler=scaler, rows=200)
-    there = gd.statistics(f, parts, scaler=scaler, rows=200, client=client)
+    here = fs.statistics(f, parts, scaler=scaler, rows=200)
+    there = fs.statistics(f, parts, scaler=scaler, rows=200, client=client)
     assert here.n == there.n == 3000
     for a, b in zip(there[:3], here[:3]):
         assert rel(a, b) <= 1e-12
@@ -208,11 +211,11 @@ def test_same_tree_sum_bitwise_with_more_partitions_than_fan_in(client):
     scaler = Standardizer.fit(X, y)
     cuts = sorted({int(c) for c in np.random.default_rng(3).integers(1, 1100, size=12)})
     parts = split(X, y, cuts)
-    assert len(parts) > gd.FAN_IN and len(parts) % gd.FAN_IN  # two levels, a short group
+    assert len(parts) > reduce.FAN_IN and len(parts) % reduce.FAN_IN  # two levels, a short group
     f = rff(p=32)
     with thread_limit(1):  # the workers' thread count, so each BLAS call matches too
-        here = gd.statistics(f, parts, scaler=scaler, rows=64)
-    there = gd.statistics(f, parts, scaler=scaler, rows=64, client=client)
+        here = fs.statistics(f, parts, scaler=scaler, rows=64)
+    there = fs.statistics(f, parts, scaler=scaler, rows=64, client=client)
     for a, b in zip(there[:3], here[:3]):
         assert torch.equal(a, b)
 
@@ -220,8 +223,8 @@ def test_same_tree_sum_bitwise_with_more_partitions_than_fan_in(client):
 def test_nlml_from_distributed_statistics(client, data):
     X, y, scaler, parts = data
     f = rff()
-    here = nlml_from(gd.statistics(f, parts, scaler=scaler, rows=500))
-    there = nlml_from(gd.statistics(f, parts, scaler=scaler, rows=333, client=client))
+    here = nlml_from(fs.statistics(f, parts, scaler=scaler, rows=500))
+    there = nlml_from(fs.statistics(f, parts, scaler=scaler, rows=333, client=client))
     assert rel(there, here) <= 1e-10
     with torch.no_grad():
         assert rel(here, nlml_dense(*dense(f, X, y, scaler))) <= 1e-9
@@ -241,8 +244,8 @@ def test_gradients_distributed_in_process_and_dense(client):
     phi, ys = dense(f, X, y, scaler)
     ((G * (phi.mT @ phi)).sum() + g @ (phi.mT @ ys)).backward()
     want = f.raw_lengthscale.grad.clone()
-    here = gd.statistics_gradients(f, parts, G, g, scaler=scaler, rows=37)
-    there = gd.statistics_gradients(f, parts, G, g, scaler=scaler, rows=37, client=client)
+    here = fs.statistics_gradients(f, parts, G, g, scaler=scaler, rows=37)
+    there = fs.statistics_gradients(f, parts, G, g, scaler=scaler, rows=37, client=client)
     assert len(here) == len(there) == 1
     assert rel(here[0], want) <= 1e-12
     assert rel(there[0], here[0]) <= 1e-12
@@ -253,12 +256,12 @@ def test_streamed_nlml_gradient_matches_dense_autograd(client, on_cluster):
     X, y, scaler, parts = _small()
     f = ScaledFeatures(rff(p=16), outputscale=0.8)
     nlml_dense(*dense(f, X, y, scaler)).backward()
-    want = [t.grad.clone() for t in gd._trainable(f)]
+    want = [t.grad.clone() for t in fs.trainable(f)]
     f.zero_grad()
-    s = gd.streamed_statistics(f, parts, scaler, client if on_cluster else None, rows=64)
+    s = fs.streamed_statistics(f, parts, scaler, client if on_cluster else None, rows=64)
     assert s.n == 300 and not s.yy.requires_grad
     nlml_from(s).backward()
-    got = [t.grad for t in gd._trainable(f)]
+    got = [t.grad for t in fs.trainable(f)]
     assert len(got) == 2
     for a, b in zip(got, want):
         assert rel(a, b) <= 1e-9
@@ -269,10 +272,10 @@ def test_gradcheck_in_process():
     scaler = Standardizer.fit(X, y)
     parts = split(X, y, [9, 30])
     f = ScaledFeatures(RandomFourierFeatures(D, 6, lengthscale=[0.7, 1.3, 1.0, 2.0]))
-    params = tuple(gd._trainable(f))  # perturbed in place by gradcheck: the map sees them
+    params = tuple(fs.trainable(f))  # perturbed in place by gradcheck: the map sees them
 
     def fn(*_):
-        s = gd.streamed_statistics(f, parts, scaler, rows=7)
+        s = fs.streamed_statistics(f, parts, scaler, rows=7)
         return s.gram, s.proj
 
     assert torch.autograd.gradcheck(fn, params, eps=1e-6, atol=1e-7, rtol=1e-6)
@@ -287,10 +290,10 @@ def test_neural_gradients_with_a_frozen_parameter(client):
     g = torch.ones(p, dtype=torch.float64)
     phi, ys = dense(f, X, y, scaler)
     ((G * (phi.mT @ phi)).sum() + g @ (phi.mT @ ys)).backward()
-    want = [t.grad for t in gd._trainable(f)]
+    want = [t.grad for t in fs.trainable(f)]
     assert len(want) == 3 and f.body[0].bias.grad is None  # weight, lengthscale, scale
-    here = gd.statistics_gradients(f, parts, G, g, scaler=scaler, rows=40)
-    there = gd.statistics_gradients(f, parts, G, g, scaler=scaler, rows=40, client=client)
+    here = fs.statistics_gradients(f, parts, G, g, scaler=scaler, rows=40)
+    there = fs.statistics_gradients(f, parts, G, g, scaler=scaler, rows=40, client=client)
     for a, b, c in zip(here, there, want, strict=True):
         assert a.shape == c.shape
         assert rel(a, c) <= 1e-11 and rel(b, a) <= 1e-12
@@ -308,15 +311,15 @@ def test_parquet_partitions_are_read_on_the_workers(client, tmp_path):
     assert [pt.num_rows for pt in parts] == [100, 450, 350]
     assert all(len(pickle.dumps(pt)) < 400 for pt in parts)  # only the path travels
     with pytest.raises(AssertionError, match="client process"):  # the guard works here
-        gd.statistics(rff(), parts, scaler=scaler, rows=64)
+        fs.statistics(rff(), parts, scaler=scaler, rows=64)
     f = rff()
-    there = gd.statistics(f, parts, scaler=scaler, rows=64, client=client)
-    here = gd.statistics(f, split(X, y, edges[1:-1]), scaler=scaler, rows=64)
+    there = fs.statistics(f, parts, scaler=scaler, rows=64, client=client)
+    here = fs.statistics(f, split(X, y, edges[1:-1]), scaler=scaler, rows=64)
     for a, b in zip(there[:3], here[:3]):
         assert rel(a, b) <= 1e-12
     G, g = torch.eye(64, dtype=torch.float64), torch.ones(64, dtype=torch.float64)
-    grad_there = gd.statistics_gradients(f, parts, G, g, scaler=scaler, rows=64, client=client)
-    grad_here = gd.statistics_gradients(f, split(X, y, edges[1:-1]), G, g, scaler=scaler,
+    grad_there = fs.statistics_gradients(f, parts, G, g, scaler=scaler, rows=64, client=client)
+    grad_here = fs.statistics_gradients(f, split(X, y, edges[1:-1]), G, g, scaler=scaler,
                                         rows=64)
     assert rel(grad_there[0], grad_here[0]) <= 1e-12
 
@@ -326,8 +329,8 @@ def test_delayed_partitions_are_computed_on_the_workers(client, frame):
     parts = [DelayedPartition(seed, m, frame) for seed, m in [(1, 120), (2, 301), (3, 77)]]
     f = rff(p=16)
     scaler = Standardizer.fit(*make_rows(1, 120))
-    there = gd.statistics(f, parts, scaler=scaler, client=client, rows=50)
-    here = gd.statistics(f, parts, scaler=scaler, rows=50)
+    there = fs.statistics(f, parts, scaler=scaler, client=client, rows=50)
+    here = fs.statistics(f, parts, scaler=scaler, rows=50)
     assert there.n == here.n == 498
     for a, b in zip(there[:3], here[:3]):
         assert rel(a, b) <= 1e-12
@@ -341,27 +344,27 @@ def test_worker_threads_and_client_untouched(client, data):
     for addr in client.scheduler_info()["workers"]:
         on = {"workers": [addr], "pure": False}
         assert client.submit(_set_threads, 2, **on).result() == 2
-        assert client.submit(gd.partition_statistics, f, parts[0], scaler, **on).result().n \
+        assert client.submit(fs.partition_statistics, f, parts[0], scaler, **on).result().n \
             == parts[0].num_rows
         assert client.submit(torch.get_num_threads, **on).result() == 1  # threads_per_worker
         assert client.submit(_set_threads, 2, **on).result() == 2
-    assert gd.fold_map(client, _torch_threads, range(6)) == [1] * 6
-    gd.statistics(f, parts, scaler=scaler, client=client)
-    gd.statistics(f, parts, scaler=scaler)
+    assert cluster.fold_map(client, _torch_threads, range(6)) == [1] * 6
+    fs.statistics(f, parts, scaler=scaler, client=client)
+    fs.statistics(f, parts, scaler=scaler)
     assert torch.get_num_threads() == before
 
 
 def test_fold_map_in_order_here_and_there(client):
     items = [5, 3, 9, 1, 7, 2]
     weights = torch.arange(4.0)
-    here = gd.fold_map(None, _scaled, items, scale=weights)
-    there = gd.fold_map(client, _scaled, items, scale=weights)
+    here = cluster.fold_map(None, _scaled, items, scale=weights)
+    there = cluster.fold_map(client, _scaled, items, scale=weights)
     assert len(there) == len(items)
     for a, b, item in zip(here, there, items):
         assert torch.equal(a, b) and torch.equal(a, item * weights)
     with pytest.raises(KeyError, match="fold 4 failed"):
-        gd.fold_map(client, _fail, [4])
-    assert gd.fold_map(client, _fail, []) == []
+        cluster.fold_map(client, _fail, [4])
+    assert cluster.fold_map(client, _fail, []) == []
 
 
 # -- in-process properties ---------------------------------------------------------------
@@ -379,7 +382,7 @@ class Node:
 def cluster_tree(k):
     level = [str(i) for i in range(k)]
     while len(level) > 1:
-        groups = [level[s : s + gd.FAN_IN] for s in range(0, len(level), gd.FAN_IN)]
+        groups = [level[s : s + reduce.FAN_IN] for s in range(0, len(level), reduce.FAN_IN)]
         nxt = []
         for group in groups:
             total = group[0]
@@ -393,13 +396,13 @@ def cluster_tree(k):
 @given(st.integers(1, 200))
 @settings(max_examples=60, deadline=None)
 def test_streamed_sum_has_the_cluster_tree(k):
-    assert gd._stream_sum([Node(str(i))] for i in range(k))[0].s == cluster_tree(k)
+    assert reduce.stream_sum([Node(str(i))] for i in range(k))[0].s == cluster_tree(k)
 
 
 @given(st.integers(0, 300), st.integers(1, 40))
 @settings(max_examples=80, deadline=None)
 def test_row_blocks_are_cut_into_runs_of_nearly_equal_length(items, count):
-    runs = gd.even_runs(list(range(items)), count)
+    runs = cop.even_runs(list(range(items)), count)
     assert [i for run in runs for i in run] == list(range(items))  # in order, all kept
     assert len(runs) == min(count, items)
     lengths = [len(run) for run in runs]
@@ -408,7 +411,7 @@ def test_row_blocks_are_cut_into_runs_of_nearly_equal_length(items, count):
 
 
 def test_two_workers_share_25_row_blocks_13_and_12():
-    runs = gd.even_runs(list(range(25)), 4)
+    runs = cop.even_runs(list(range(25)), 4)
     assert [len(r) for r in runs] == [7, 6, 6, 6]  # was 7, 7, 7, 4: 14 and 11 per worker
 
 
@@ -423,7 +426,7 @@ with torch.no_grad():
 @settings(max_examples=40, deadline=None)
 def test_statistics_invariant_to_partition_and_chunk_sizes(cuts, rows):
     parts = split(_HX, _HY, sorted(cuts))  # empty partitions included
-    s = gd.statistics(_HF, parts, scaler=_HSCALER, rows=rows)
+    s = fs.statistics(_HF, parts, scaler=_HSCALER, rows=rows)
     assert s.n == 90
     assert rel(s.gram, _HPHI.mT @ _HPHI) <= 1e-13
     assert rel(s.proj, _HPHI.mT @ _HYS) <= 1e-13
@@ -434,17 +437,17 @@ def test_bad_partitions_and_chunks():
     f = rff(p=8)
     X, y = make_data(20)
     with pytest.raises(ValueError, match="partitions is empty"):
-        gd.statistics(f, [])
+        fs.statistics(f, [])
     with pytest.raises(ValueError, match=r"partitions\[1\].*chunks"):
-        gd.statistics(f, [ArrayPartition(X, y), object()])
+        fs.statistics(f, [ArrayPartition(X, y), object()])
     with pytest.raises(ValueError, match="rows"):
-        gd.statistics(f, [ArrayPartition(X, y)], rows=0)
+        fs.statistics(f, [ArrayPartition(X, y)], rows=0)
     bad = X.copy()
     bad[3, 1] = np.nan
     with pytest.raises(ValueError, match="NaN|finite"):
-        gd.statistics(f, [ArrayPartition(bad, y)])
+        fs.statistics(f, [ArrayPartition(bad, y)])
     with pytest.raises(ValueError, match="19 targets"):
-        gd.statistics(f, [ArrayPartition(X, y[:19])], rows=50)
+        fs.statistics(f, [ArrayPartition(X, y[:19])], rows=50)
 
 
 # -- connect -----------------------------------------------------------------------------
@@ -463,25 +466,25 @@ def test_bad_partitions_and_chunks():
     ({"scheduler": 8786}, "address"),
 ])
 def test_connect_rejects_bad_arguments(kwargs, match):
-    with pytest.raises(ValueError, match=match), gd.connect(**kwargs):
+    with pytest.raises(ValueError, match=match), cluster.connect(**kwargs):
         pass  # pragma: no cover
 
 
 def test_connect_without_distributed_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "distributed", None)
     with pytest.raises(ImportError, match=r"pip install 'gpscale\[distributed\]'"), \
-            gd.connect(workers=1):
+            cluster.connect(workers=1):
         pass  # pragma: no cover
-    with gd.connect() as nothing:  # in-process needs no dask
+    with cluster.connect() as nothing:  # in-process needs no dask
         assert nothing is None
     f = rff(p=8)
-    assert gd.statistics(f, split(*make_data(30), [10])).n == 30
+    assert fs.statistics(f, split(*make_data(30), [10])).n == 30
 
 
 def test_connect_to_a_client_or_an_address_leaves_the_cluster_running(client):
-    with gd.connect(scheduler=client) as same:
+    with cluster.connect(scheduler=client) as same:
         assert same is client
-    with gd.connect(scheduler=client.scheduler.address) as other:
+    with cluster.connect(scheduler=client.scheduler.address) as other:
         assert other is not client and other.status == "running"
         assert len(other.scheduler_info()["workers"]) == 2
     assert other.status == "closed" and client.status == "running"
@@ -498,7 +501,7 @@ def _alive(pid):
 
 @pytest.mark.filterwarnings("ignore:Port .* is already in use")  # the module cluster's
 def test_connect_workers_starts_and_closes_processes():
-    with gd.connect(workers=2) as c:
+    with cluster.connect(workers=2) as c:
         pids = list(c.run(os.getpid).values())
         assert len(pids) == 2 and os.getpid() not in pids
         assert all(_alive(pid) for pid in pids)
@@ -525,7 +528,7 @@ def test_kernel_products_on_the_cluster_equal_in_process(client, kernel_name, bl
     kernel = make_kernel(kernel_name, 3)
     kernel.base.lengthscale = torch.tensor([0.7, 1.3, 2.0], dtype=torch.float64)
     here = KernelOperator(kernel, X, 0.05, block=64, block_dtype=block_dtype)
-    there = gd.ClusterOperator(kernel, X, 0.05, client, block=64, block_dtype=block_dtype)
+    there = cop.ClusterOperator(kernel, X, 0.05, client, block=64, block_dtype=block_dtype)
     assert len(there._groups) >= 4  # several tasks, each a run of blocks
     for V in (torch.randn(700, generator=g, dtype=torch.float64),
               torch.randn(700, 5, generator=g, dtype=torch.float64)):
@@ -543,7 +546,6 @@ def test_kernel_products_on_the_cluster_equal_in_process(client, kernel_name, bl
 def test_the_exact_gp_on_every_row_sends_its_products_to_the_cluster(client):
     """``gpscale.fit(method="exact", solver="cg", scheduler=...)``: the CG products run
     as tasks on the workers, and the model equals the in-process one."""
-    from gpscale.models import ExactGP
 
     rng = np.random.default_rng(5)
     X = rng.uniform(-2, 2, (800, 3))
@@ -560,7 +562,7 @@ def test_the_exact_gp_on_every_row_sends_its_products_to_the_cluster(client):
     ran = [t["key"] for t in stream.data]
     assert any("_block_products" in str(k) for k in ran), ran[:5]  # on the workers
     assert any("_extend_block" in str(k) for k in ran), ran[:5]  # the factor's rows too
-    assert (isinstance(there.model, ExactGP) and there.model.solver.name == "cg") and there.model.solver.client is None
+    assert _on_cg(there.model) and there.model.solver.client is None
     a, b = here.result.history[-1], there.result.history[-1]
     assert a["iterations"] == b["iterations"] and a["passes"] == b["passes"]
     X_new = rng.uniform(-2, 2, (30, 3))
@@ -584,7 +586,7 @@ def test_the_refinement_on_every_row_contracts_on_the_cluster(client):
     with thread_limit(1):
         here = KernelOperator(kernel, X, 0.05, block=64).contraction(left, right)
     with distributed.get_task_stream(client) as stream:
-        there = gd.ClusterOperator(kernel, X, 0.05, client, block=64).contraction(left, right)
+        there = cop.ClusterOperator(kernel, X, 0.05, client, block=64).contraction(left, right)
     assert any("_block_contractions" in str(t["key"]) for t in stream.data)
     assert len(here) == len(there) == 2
     for a, b in zip(here, there):
@@ -614,7 +616,7 @@ def test_rectangles_of_k_multiply_and_contract_on_the_cluster(client, kernel_nam
     g = torch.Generator().manual_seed(11)
     X = torch.randn(430, 3, generator=g, dtype=torch.float64)
     kernel = make_kernel(kernel_name, 3)
-    op = gd.ClusterOperator(kernel, X, 0.0, client, block=40)
+    op = cop.ClusterOperator(kernel, X, 0.0, client, block=40)
     params = [p for p in kernel.parameters() if p.requires_grad]
     for rows, cols in [((0, 250), (0, 250)), ((250, 430), (0, 250)), ((0, 250), (250, 430)),
                        ((17, 18), (3, 429)), (None, None)]:
@@ -695,7 +697,7 @@ def test_the_preconditioners_factor_is_built_and_applied_on_the_workers(client, 
     kernel.base.lengthscale = torch.tensor([0.7, 1.3, 2.0], dtype=torch.float64)
     scale = torch.randint(1, 4, (700,), generator=g).to(torch.float64).sqrt() if copies else None
     here = KernelOperator(kernel, X, 0.05, block=64)
-    there = gd.ClusterOperator(kernel, X, 0.05, client, block=64)
+    there = cop.ClusterOperator(kernel, X, 0.05, client, block=64)
     assert len(there._groups) >= 4
     opts = dict(block=16, seed=1, scale=scale)
     with thread_limit(1):
@@ -709,7 +711,7 @@ def test_the_preconditioners_factor_is_built_and_applied_on_the_workers(client, 
     ran = {str(t["key"]).split("-")[0] for t in stream.data}
     assert {"_block_pivot_columns", "_extend_block", "_rows_of", "_rows_times",
             "_rows_t_times", "_gram_of"} <= ran
-    assert isinstance(far, gd.ClusterFactor) and far.shape == L.shape == (700, 90)
+    assert isinstance(far, cop.ClusterFactor) and far.shape == L.shape == (700, 90)
     dense = far @ torch.eye(90, dtype=torch.float64)
     assert torch.equal(dense, L)  # the same steps on each block of rows
     with thread_limit(1):  # the same row blocks, added in the same order
@@ -740,3 +742,10 @@ def test_the_preconditioners_factor_is_built_and_applied_on_the_workers(client, 
         time.sleep(0.1)
     else:
         pytest.fail(f"the factor's blocks stayed on the workers: {keys}")
+
+
+def _on_cg(model) -> bool:
+    """The exact GP, solved by conjugate gradients."""
+    from gpscale.models import ExactGP
+
+    return isinstance(model, ExactGP) and model.solver.name == "cg"

@@ -128,7 +128,8 @@ def test_refine_through_the_api(tmp_path):
     X, y = _data(n=500, noise=0.1, seed=7)
     p = gpscale.fit(X.numpy(), y.numpy(), method="exact", solver="cg", subsample=120,
                     refine=2, probes=4)
-    assert p.model.solver.refined["evaluations"] == 2 and p.model.solver.refined["start"] == "sample"
+    refined = p.model.solver.refined
+    assert refined["evaluations"] == 2 and refined["start"] == "sample"
     path = tmp_path / "m.pt"
     p.save(path)
     q = gpscale.load(path)

@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 from parquet_data import make_data, write_parquet
 
 import gpscale
-from gpscale.distributed import source_scaler
 from gpscale.features.grief import GriefFeatures, grid_1d
 from gpscale.io import Rows, open_source
+from gpscale.io.scaling import source_scaler
 from gpscale.models import FeatureGP
 from gpscale.models.grief import GriefIPosterior, OrthogonalGrief
 from gpscale.threads import thread_limit

@@ -10,6 +10,7 @@ import pytest
 import torch
 from hypothesis import given, settings
 from hypothesis import strategies as hst
+from refine_checks import cg_model
 
 from gpscale.kernels import RBF, Matern, Periodic, RationalQuadratic, Scale, make_kernel
 from gpscale.kernels.chunked import (
@@ -21,7 +22,6 @@ from gpscale.kernels.chunked import (
 )
 from gpscale.linalg.operator import KernelOperator, row_blocks
 from gpscale.models import ConjugateGradients, ExactGP, model_class
-from refine_checks import cg_model
 
 KERNELS = {
     "rbf-ard": lambda d: Scale(RBF([0.7, 1.3, 2.0][:d], ard_dims=d), 1.7),

@@ -1,8 +1,9 @@
 """The package's architecture, checked from its source: no import cycles between modules
 (function-level imports included), models never import trainers, the library never
 imports its benchmarks (the top-level ``benchmarks`` package; only ``gpscale bench``
-reaches it, by name at run time) nor do they import its private names, and every
-registered method's adapter lives in gpscale.methods."""
+reaches it, by name at run time) nor do they import its private names, every registered
+method's adapter lives in gpscale.methods, only gpscale.parallel.cluster imports dask, and
+no module imports another's private names."""
 
 import ast
 from pathlib import Path
@@ -231,3 +232,43 @@ def test_linalg_never_reads_a_kernels_parameters():
         read = names & {"raw_lengthscale", "raw_outputscale", "lengthscale", "outputscale",
                         "base"}
         assert not read, f"{path.relative_to(PACKAGE)} reads {read}"
+
+
+#: the one module of the library that talks to dask (connect, tasks, error translation)
+CLUSTER_MODULE = "gpscale.parallel.cluster"
+DASK_PACKAGES = {"dask", "distributed"}
+
+
+def _absolute_imports(tree: ast.AST) -> set[str]:
+    """Top-level package names of the absolute imports anywhere in ``tree``."""
+    found = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and not node.level and node.module:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def test_only_the_cluster_module_imports_dask():
+    importers = {_module_name(p) for p in PACKAGE.rglob("*.py")
+                 if _absolute_imports(ast.parse(p.read_text())) & DASK_PACKAGES}
+    assert importers == {CLUSTER_MODULE}, sorted(importers)
+
+
+def _private_imports(path: Path) -> list[str]:
+    """``from gpscale.x import _y`` / ``from .x import _y`` in ``path`` (dunders allowed)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and (node.level
+                                                 or (node.module or "").startswith("gpscale")):
+            module = "." * node.level + (node.module or "")
+            found += [f"{path.relative_to(PACKAGE)}:{node.lineno} imports {a.name} from "
+                      f"{module}" for a in node.names
+                      if a.name.startswith("_") and not a.name.startswith("__")]
+    return found
+
+
+def test_no_module_imports_a_private_name_of_another():
+    found = [f for p in sorted(PACKAGE.rglob("*.py")) for f in _private_imports(p)]
+    assert not found, found

@@ -46,7 +46,6 @@ BENCH_EXTRAS = ("bench", "plot")
 #: in hand, so the package is necessarily installed (no install hint needed)
 REACHED_WITH_OWN_OBJECT = {
     ("gpscale.io.memory", "pandas"): "only after a pandas frame's to_numpy() failed",
-    ("gpscale.io.daskdata", "dask"): "only for dask collections the caller passed",
 }
 #: the oldest versions known to work (found in a venv at the declared minimums): the
 #: declared minimum may not be lower
@@ -255,7 +254,7 @@ _BLOCKED_RUN = textwrap.dedent("""
     for what, call in [
         ("sklearn", lambda: importlib.import_module("gpscale.sklearn")),
         ("chem", lambda: gpscale.data.morgan_counts(["CCO"])),
-        ("distributed", lambda: gpscale.distributed.connect(workers=1).__enter__()),
+        ("distributed", lambda: gpscale.parallel.cluster.connect(workers=1).__enter__()),
         ("data", lambda: gpscale.data.sources._pooch()),
     ]:
         try:

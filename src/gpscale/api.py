@@ -9,19 +9,15 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
-import numpy as np
-import torch
-
 from . import kernels as _kernels
-from .distributed import connect, source_scaler
 from .io import Rows, Source, TrainingData, training_data
+from .io.scaling import OWN_UNITS_ADVICE, rows_scaler, scaled_in_memory
 from .kernels import Kernel
 from .methods import METHODS, Method, get_method, register_method
 from .methods.auto import Choice
+from .parallel.cluster import connect
 from .plan import Plan, make_plan
 from .predictor import FORMAT_VERSION, Predictor, load
-from .preprocessing import Standardizer
-from .validation import check_xy
 
 __all__ = ["fit", "load", "choose", "Choice", "Predictor", "register_method", "get_method",
            "METHODS", "Method", "FORMAT_VERSION"]
@@ -79,11 +75,12 @@ def choose(X: Any, y: Any = None, kernel: str | Kernel = "rbf-ard", *,
 def run(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
         standardize: bool = True, scheduler: Any = None,
         workers: int | None = None) -> Predictor:
-    """Carry out ``plan`` (from :func:`gpscale.plan.make_plan`) on ``data``: standardise,
-    hand the method the rows the way it reads them (every row as tensors, or
-    :class:`gpscale.io.Rows` over the partitions, on the cluster when the plan says so)
-    and wrap the model in the one :class:`Predictor` this fit returns. ``kernel`` is
-    trained in place (:func:`fit` passes a copy)."""
+    """Carry out ``plan`` (from :func:`gpscale.plan.make_plan`) on ``data``: connect to
+    the cluster when the plan says so, have :mod:`gpscale.io.scaling` standardise the
+    rows, hand the method the rows the way it reads them (every row as tensors, or
+    :class:`gpscale.io.Rows` over the partitions) and wrap the model in the one
+    :class:`Predictor` this fit returns. ``kernel`` is trained in place (:func:`fit`
+    passes a copy)."""
     m = plan.method
     if not data.has_target:
         raise ValueError(f"{data.description} has no target: pass y with X in memory, or "
@@ -107,18 +104,7 @@ def _fit_held(m: Method, data: TrainingData, kernel: Kernel, standardize: bool, 
               options: dict[str, Any]):
     """Every row in memory, standardised, as tensors: the method gets X, y (or, when it
     reads passes or minibatches, :class:`Rows` holding them)."""
-    pair = data.pair if data.pair is not None else data.source.to_arrays()
-    Xt, yt = check_xy(*pair)
-    if Xt.shape[0] < 2:
-        raise ValueError(f"got 1 sample (X has shape {tuple(Xt.shape)}); a GP needs at "
-                         "least 2 samples to learn hyperparameters")
-    Xn, yn = Xt.cpu().numpy(), yt.cpu().numpy()
-    if not standardize:
-        _check_own_units(Xn, yn)
-    scaler = (Standardizer.fit(Xn, yn).keep_columns(kernel.raw_columns(Xn.shape[1]))
-              if standardize else Standardizer.identity(Xn.shape[1]))
-    Xs = torch.as_tensor(scaler.transform_x(Xn), dtype=torch.float64)
-    ys = torch.as_tensor(scaler.transform_y(yn), dtype=torch.float64)
+    scaler, Xs, ys = scaled_in_memory(data, standardize, kernel.raw_columns)
     args = (Rows.in_memory(Xs, ys), None) if m.streams else (Xs, ys)
     extra = {"client": client} if m.cluster else {}
     with _own_units(standardize, m.name):
@@ -133,31 +119,13 @@ def _fit_rows(m: Method, source: Source, kernel: Kernel, standardize: bool, clie
     statistics it needs, not the rows (``freeze``), read while the cluster is up."""
     d = source.num_features
     parts = tuple(source.partitions())
-    scaler = (source_scaler(parts, client).keep_columns(kernel.raw_columns(d))
-              if standardize else Standardizer.identity(d))
+    scaler = rows_scaler(parts, d, standardize, kernel.raw_columns, client)
     with _own_units(standardize, m.name):
         model, result = m.fit_fn(Rows(parts, d, scaler, client), None, kernel, **options)
     if model.n < 2:
         raise ValueError(f"{source.description} has {model.n} row(s); a GP needs at "
                          "least 2 samples to learn hyperparameters")
     return scaler, model, result
-
-
-#: with standardize=False, |values| above this are refused: squared distances and yᵀy of
-#: such values overflow float64 (its largest finite square root is about 1.3e154)
-OWN_UNITS_MAX = 1e150
-_NO_STANDARDIZE = ("let gpscale standardise the data (drop standardize=False, or "
-                   "--no-standardize on the command line) or rescale the columns yourself")
-
-
-def _check_own_units(X: np.ndarray, y: np.ndarray) -> None:
-    """ValueError when data to be used in its own units is too large for float64 GPs."""
-    for name, a in (("X", X), ("y", y)):
-        top = float(np.max(np.abs(a))) if a.size else 0.0
-        if top > OWN_UNITS_MAX:
-            raise ValueError(f"with standardize=False the GP works in the data's own units, "
-                             f"and {name} reaches |value| = {top:.3g} (> {OWN_UNITS_MAX:g}), "
-                             f"where its squares overflow: {_NO_STANDARDIZE}")
 
 
 @contextlib.contextmanager
@@ -175,7 +143,7 @@ def _own_units(standardize: bool, method: str) -> Iterator[None]:
     except RuntimeError as err:
         raise ValueError(f"method {method!r} failed on the data in its own units "
                          f"(standardize=False): {err}. The usual cause is the columns' scale: "
-                         f"{_NO_STANDARDIZE}") from None
+                         f"{OWN_UNITS_ADVICE}") from None
 
 
 def resolve_kernel(kernel: str | Kernel, d: int) -> tuple[Kernel, str]:

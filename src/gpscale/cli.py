@@ -347,7 +347,7 @@ def _fit(args: argparse.Namespace) -> int:
 def _dask_logs_quiet(on_cluster: bool) -> Iterator[None]:
     """dask.distributed's own log records off in this process while a fit uses a
     cluster: when the scheduler goes away, dask logs tracebacks as it retries and gives
-    up, and the one-line error (gpscale.distributed.connect names the lost scheduler)
+    up, and the one-line error (gpscale.parallel.cluster.connect names the lost scheduler)
     says it all."""
     if not (on_cluster and _imported("distributed")):  # (its logging set-up first)
         yield

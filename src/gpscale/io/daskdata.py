@@ -6,7 +6,8 @@ A :class:`DaskPartition` holds a ``Delayed`` that evaluates to an in-memory part
 :class:`~gpscale.io.memory.FramePartition`) of that block. ``chunks()`` computes it with
 dask's current scheduler and reads it here; a distributed layer instead passes
 ``partition.delayed`` to a task, which calls ``.chunks(rows)`` on the value where the
-block lives. Values are checked (types, NaN/inf) when read, on whichever machine that is.
+block lives. Values are checked (types, NaN/inf) when read, on whichever machine that
+is. dask itself is called through :mod:`gpscale.parallel.cluster`.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from ..parallel.cluster import compute_together, dask_array, delayed_call
 from .batch import Batch, Columns, Origin, Partition, text_error
-from .memory import ArrayPartition, FramePartition, _is_numeric, as_float_array
+from .memory import ArrayPartition, FramePartition, as_float_array, is_numeric
 
 __all__ = ["DaskPartition", "array_partitions", "count_rows", "frame_partitions", "is_dask"]
 
@@ -60,9 +62,7 @@ def count_rows(parts: list[Partition]) -> None:
     """Compute the unknown lengths of the dask partitions among ``parts`` together."""
     lazy = [p for p in parts if isinstance(p, DaskPartition) and p.rows is None]
     if lazy:
-        import dask
-
-        for p, n in zip(lazy, dask.compute(*[p.length for p in lazy])):
+        for p, n in zip(lazy, compute_together([p.length for p in lazy])):
             p.rows = int(n)
 
 
@@ -78,12 +78,9 @@ def _frame_block(frame: Any, cols: Columns, origin: Origin) -> FramePartition:
 
 def array_partitions(X: Any, y: Any, cols: Columns) -> list[DaskPartition]:
     """One partition per row block of X (columns in one block; y aligned to X's rows)."""
-    import dask
-    import dask.array as da
-
     X = X.rechunk({1: -1})
     if y is not None:
-        y = (y if is_dask(y) else da.from_array(y)).reshape(-1)
+        y = (y if is_dask(y) else dask_array(y)).reshape(-1)
         if y.chunks[0] != X.chunks[0]:
             try:
                 y = y.rechunk((X.chunks[0],))
@@ -99,9 +96,9 @@ def array_partitions(X: Any, y: Any, cols: Columns) -> list[DaskPartition]:
         known = size == size  # nan when dask does not know the block's length
         origin = (Origin("the dask arrays", offset, "index") if offset is not None
                   else Origin(f"dask block {i}", 0, "position"))
-        parts.append(DaskPartition(dask.delayed(_array_block)(xb, yb, cols, origin), i, origin,
+        parts.append(DaskPartition(delayed_call(_array_block, xb, yb, cols, origin), i, origin,
                                    int(size) if known else None,
-                                   None if known else dask.delayed(len)(xb)))
+                                   None if known else delayed_call(len, xb)))
         offset = offset + int(size) if (known and offset is not None) else None
     return parts
 
@@ -109,7 +106,7 @@ def array_partitions(X: Any, y: Any, cols: Columns) -> list[DaskPartition]:
 def check_dask_frame(ddf: Any, cols: Columns) -> None:
     """Non-numeric columns from the collection's metadata (an example from its head)."""
     bad = [c for c in cols.numeric
-           if not _is_numeric(ddf.dtypes[c]) and ddf.dtypes[c].name != "object"]
+           if not is_numeric(ddf.dtypes[c]) and ddf.dtypes[c].name != "object"]
     if bad:
         import numpy as np
 
@@ -124,12 +121,10 @@ def check_dask_frame(ddf: Any, cols: Columns) -> None:
 
 def frame_partitions(ddf: Any, cols: Columns) -> list[DaskPartition]:
     """One partition per partition of a dask DataFrame (projected to ``cols``)."""
-    import dask
-
     check_dask_frame(ddf, cols)
     parts = []
     for i, d in enumerate(ddf[list(cols.all)].to_delayed()):
         origin = Origin(f"dask partition {i}", 0, "position")
-        parts.append(DaskPartition(dask.delayed(_frame_block)(d, cols, origin), i, origin,
-                                   None, dask.delayed(len)(d)))
+        parts.append(DaskPartition(delayed_call(_frame_block, d, cols, origin), i, origin,
+                                   None, delayed_call(len, d)))
     return parts

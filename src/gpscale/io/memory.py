@@ -56,7 +56,7 @@ class ArrayPartition(Partition):
             yield Batch(X, y, {k: v.slice(a, len(X)) for k, v in self.keep.items()})
 
 
-def _is_numeric(dtype: Any) -> bool:
+def is_numeric(dtype: Any) -> bool:
     return dtype.kind in "biuf"
 
 
@@ -64,7 +64,7 @@ def check_frame_types(frame: Any, cols: Columns, origin: Origin) -> None:
     """ValueError naming the columns of ``cols`` in a pandas frame that cannot be numbers
     (object columns are tried when read)."""
     bad = [c for c in cols.numeric
-           if not _is_numeric(frame[c].dtype) and frame[c].dtype.name != "object"]
+           if not is_numeric(frame[c].dtype) and frame[c].dtype.name != "object"]
     if bad:
         found = {}
         for c in bad:

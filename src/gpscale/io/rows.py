@@ -3,7 +3,7 @@
 One type for all data: rows already in memory (standardised tensors, on any device) are
 one :class:`TensorPartition`; rows in files or dask collections are that source's
 partitions, read chunk by chunk with the scaler applied, in this process or as tasks on
-a dask ``client``'s workers (:mod:`gpscale.distributed`). A method asks for the view it
+a dask ``client``'s workers (:mod:`gpscale.parallel.cluster`). A method asks for the view it
 needs — the rows held in memory (:attr:`Rows.held`), a uniform sample
 (:meth:`Rows.sample`), or passes over the partitions (``partitions``, ``scaler``,
 ``client``) — and never looks at what the data were given as.

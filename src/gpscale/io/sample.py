@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from ..distributed import fold_map
+from ..parallel.cluster import fold_map
 
 __all__ = ["partition_sample", "sample_rows"]
 

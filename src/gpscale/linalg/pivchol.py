@@ -29,7 +29,7 @@ import torch
 from .cholesky import robust_cholesky
 
 
-def _check_pivots(pivots, n: int, name: str = "pivots", allow_empty: bool = False) -> list[int]:
+def check_pivots(pivots, n: int, name: str = "pivots", allow_empty: bool = False) -> list[int]:
     idx = torch.as_tensor(pivots).reshape(-1) if not isinstance(pivots, list) else None
     if idx is not None and (idx.is_floating_point() or idx.is_complex()):
         raise ValueError(f"{name} must hold integer indices, got dtype {idx.dtype}")
@@ -51,7 +51,7 @@ def partial_cholesky(kernel, X: torch.Tensor, pivots) -> torch.Tensor:
     (eq. 6): L = K[:, I] L_I⁻ᵀ with L_I the Cholesky factor of K[I, I], i.e. the first
     m columns of the Cholesky factorisation that takes I as its first pivots. Only the
     m kernel columns K[:, I] are evaluated."""
-    piv = _check_pivots(pivots, X.shape[0])
+    piv = check_pivots(pivots, X.shape[0])
     idx = torch.tensor(piv, device=X.device)
     K_nI = kernel(X, X[idx])
     L_I = robust_cholesky(K_nI[idx])
@@ -82,7 +82,7 @@ class CholQRFactors:
     def __init__(self, kernel, X: torch.Tensor, y: torch.Tensor, pivots, noise,
                  capacity: int | None = None) -> None:
         n = X.shape[0]
-        piv = _check_pivots(pivots, n, allow_empty=True)
+        piv = check_pivots(pivots, n, allow_empty=True)
         cap = max(len(piv), int(capacity) if capacity is not None else len(piv), 1)
         self.kernel, self.X, self.y, self.n, self.capacity = kernel, X, y, n, cap
         dt, dev = X.dtype, X.device

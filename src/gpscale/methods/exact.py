@@ -69,15 +69,16 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
 
     ``solver``: ``"cholesky"`` factorises C = K + σ²I at every step (O(n³)); ``"cg"``
     learns θ on a uniform sample of ``subsample`` rows (default: as many as the cost
-    model fits in :data:`~gpscale.methods.cost.SUBSAMPLE_SECONDS`, 4000) by the Cholesky path, then computes
-    the posterior on every row without an n × n matrix (the model's solver is then
-    :class:`~gpscale.models.ConjugateGradients`: weights by preconditioned CG to relative residual ``cg_tol``, preconditioned by a
-    randomly pivoted Cholesky factor of rank ``precond_rank`` (default: grown until its
-    trace error is small against nσ²), kernel blocks in ``block_dtype`` (default: the
-    model's), the variance cache in the same passes); with ``client`` (a dask cluster, from
-    ``gpscale.fit(..., workers=N)`` or ``scheduler=``) each product's row blocks run on
-    its workers. ``"auto"``: Cholesky unless the cost model (:func:`~gpscale.methods.cost.too_large`) finds
-    the fit too long or too large, then CG (the cost models: :mod:`gpscale.methods.cost`).
+    model fits in :data:`~gpscale.methods.cost.SUBSAMPLE_SECONDS`, 4000) by the Cholesky
+    path, then computes the posterior on every row without an n × n matrix (the model's
+    solver is then :class:`~gpscale.models.ConjugateGradients`: weights by preconditioned
+    CG to relative residual ``cg_tol``, preconditioned by a randomly pivoted Cholesky
+    factor of rank ``precond_rank`` (default: grown until its trace error is small against
+    nσ²), kernel blocks in ``block_dtype`` (default: the model's), the variance cache in
+    the same passes); with ``client`` (a dask cluster, from ``gpscale.fit(...,
+    workers=N)`` or ``scheduler=``) each product's row blocks run on its workers.
+    ``"auto"``: Cholesky unless the cost model (:func:`~gpscale.methods.cost.too_large`)
+    finds the fit too long or too large, then CG.
 
     ``refine`` (with ``solver="cg"``): at most this many stochastic gradient evaluations
     of the NLML on every row (:func:`gpscale.train.exact_refine.refine_on_rows`, ``probes``

@@ -50,8 +50,8 @@ from typing import Any
 
 import torch
 
-from .. import distributed
 from ..linalg.cg import cg
+from ..linalg.cluster_operator import ClusterOperator
 from ..linalg.lowrank import factor_gram, low_rank_inverse
 from ..linalg.operator import KernelOperator
 from ..progress import progress_bar
@@ -125,8 +125,8 @@ class ConjugateGradients:
         ``steps`` (lanczos).
     seed : seeds the variance cache's draws and the preconditioner's pivots.
     client : a dask.distributed Client: the products K V run on its workers
-        (:class:`gpscale.distributed.ClusterOperator`), and the preconditioner's factor
-        is built and kept there (:class:`gpscale.distributed.ClusterFactor`); not saved
+        (:class:`gpscale.linalg.cluster_operator.ClusterOperator`), and the preconditioner's factor
+        is built and kept there (:class:`gpscale.linalg.cluster_operator.ClusterFactor`); not saved
         with the model.
 
     Held for prediction (saved with the model): ``alpha``, ``solved_theta`` (the
@@ -187,7 +187,7 @@ class ConjugateGradients:
         dt = _DTYPES[block_dtype or self.block_dtype]
         noise = model.noise_diagonal()
         if self.client is not None:
-            return distributed.ClusterOperator(model.kernel, model.X, noise,
+            return ClusterOperator(model.kernel, model.X, noise,
                                                self.client, self.block, dt)
         return KernelOperator(model.kernel, model.X, noise, self.block, dt)
 

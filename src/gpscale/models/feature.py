@@ -18,7 +18,6 @@ from typing import Any
 
 import torch
 
-from .. import distributed
 from ..features import FeatureMap
 from ..features.config import feature_map_config, feature_map_from_config
 from ..io.rows import Rows, TensorPartition
@@ -26,6 +25,7 @@ from ..linalg import robust_cholesky
 from ..params import LOG_2PI, Positive
 from ..sizes import CHUNK_BYTES
 from ..validation import as_matrix, check_xy
+from . import feature_stats
 from .base import GPModel, MeanAndVariance, dtype_name, no_data
 
 
@@ -45,7 +45,7 @@ class FeatureGP(GPModel):
     :class:`~gpscale.io.Rows` (read on every pass, never held), or ``statistics=``
     (ΦᵀΦ, Φᵀy, yᵀy, n) at fixed feature parameters: what a saved model keeps, so that
     its file does not grow with n. Tensors and rows take the same path: one statistics
-    pass (:func:`gpscale.distributed.streamed_statistics`) over their partitions.
+    pass (:func:`gpscale.models.feature_stats.streamed_statistics`) over their partitions.
     ``weights``: ``"scalar"`` (W = w I, w learned: the
     signal variance), ``"diag"`` (one learned weight per feature, GRIEF's re-weighting)
     or ``"fixed"`` (W = I).
@@ -167,11 +167,11 @@ class FeatureGP(GPModel):
         r = self.rows
         dtype = self.noise.dtype
         if params:
-            s = distributed.streamed_statistics(self.features, r.partitions, r.scaler,
-                                                r.client, r.rows, dtype)
+            s = feature_stats.streamed_statistics(self.features, r.partitions, r.scaler,
+                                                  r.client, r.rows, dtype)
         else:
-            s = distributed.statistics(self.features, r.partitions, scaler=r.scaler,
-                                       client=r.client, rows=r.rows, dtype=dtype)
+            s = feature_stats.statistics(self.features, r.partitions, scaler=r.scaler,
+                                         client=r.client, rows=r.rows, dtype=dtype)
         self._n = int(s.n)
         return s.gram, s.proj, s.yy
 

@@ -24,7 +24,7 @@ import torch
 from ..kernels import Kernel
 from ..kernels.memo import InputMemo
 from ..linalg import robust_cholesky
-from ..linalg.pivchol import _check_pivots
+from ..linalg.pivchol import check_pivots
 from ..params import LOG_2PI, Positive, summary
 from ..validation import as_test_inputs, check_positive, check_xy
 from .base import GPModel, MeanAndVariance, dtype_name, no_data
@@ -37,7 +37,7 @@ def check_inducing(inducing, n: int, name: str = "inducing") -> torch.Tensor:
     if isinstance(inducing, torch.Tensor) and inducing.ndim != 1:
         raise ValueError(f"{name} must be a 1-D tensor of indices, got shape "
                          f"{tuple(inducing.shape)}")
-    idx = _check_pivots(inducing, n, name)  # distinct indices in [0, n): m <= n
+    idx = check_pivots(inducing, n, name)  # distinct indices in [0, n): m <= n
     return torch.tensor(idx, dtype=torch.long)
 
 

@@ -5,7 +5,7 @@ random points, Evans & Nair 2018 §6, and the quantile grid), n and y's moments.
 
 Each partition's share is a pure function (:func:`partition_summary`) of the partition,
 the global index of its first row and the options, so it runs unchanged in this
-process or as a dask task (:func:`gpscale.distributed.fold_map`); the client merges
+process or as a dask task (:func:`gpscale.parallel.cluster.fold_map`); the client merges
 the per-partition :class:`RowSummary` objects (:meth:`RowSummary.merge`).
 
 The sample is bottom-k sampling: row i (its global index, counted over the
@@ -156,10 +156,10 @@ def partition_summary(item: tuple[Any, int], *, d: int, size: int, max_distinct:
     ``item = (partition, offset)`` (offset: the global index of its first row; the
     partition may also be the computed value of a dask partition's ``delayed``, turned
     into rows with ``to_xy``) and the options, ``scaler`` applied to each chunk."""
-    from ..distributed import _as_partition
+    from ..parallel.reduce import as_partition
 
     part, offset = item
-    part = _as_partition(part, to_xy)
+    part = as_partition(part, to_xy)
     total = RowSummary.empty(d, size, max_distinct)
     start = int(offset)
     for X, y in part.chunks(int(rows)):
@@ -204,10 +204,11 @@ def summarize_rows(partitions: Sequence[Any], num_features: int, *, size: int,
 
     A partition with a dask ``delayed`` is computed on the cluster and summarised where
     its value lives. Offsets come from the partitions' ``num_rows``."""
-    from ..distributed import _check_partitions, fold_map
     from ..io.daskdata import count_rows
+    from ..parallel import cluster
+    from ..parallel.reduce import check_partitions
 
-    parts = _check_partitions(partitions)
+    parts = check_partitions(partitions)
     for name, value, low in (("size", size, 1), ("max_distinct", max_distinct, 1)):
         if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
@@ -217,13 +218,14 @@ def summarize_rows(partitions: Sequence[Any], num_features: int, *, size: int,
                   seed=int(seed), scaler=scaler, rows=int(rows or SUMMARY_ROWS))
     delayed = [getattr(p, "delayed", None) for p in parts]
     if client is None or all(v is None for v in delayed):
-        results = fold_map(client, partition_summary, zip(parts, offsets.tolist()), **shared)
+        results = cluster.fold_map(client, partition_summary, zip(parts, offsets.tolist()),
+                                   **shared)
     else:  # computed where the collection lives; the summary task follows it there
-        results = [client.submit(partition_summary,
-                                 (p if v is None else client.compute(v), int(o)),
-                                 to_xy=getattr(p, "to_xy", None), pure=False, **shared)
+        results = [cluster.submit(client, partition_summary,
+                                  (p if v is None else cluster.compute(client, v), int(o)),
+                                  to_xy=getattr(p, "to_xy", None), **shared)
                    for p, v, o in zip(parts, delayed, offsets)]
-        results = client.gather(results)
+        results = cluster.gather(client, results)
     total = RowSummary.empty(int(num_features), size, max_distinct)
     for r in results:
         total = total.merge(r)

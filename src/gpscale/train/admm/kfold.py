@@ -5,7 +5,7 @@ Each fold is a pure function of (fold data, options) — :func:`run_fold` and
 :func:`consensus_local` take a picklable :class:`FoldSpec` and return plain data —
 so folds run in-process (``workers=1``), on a local process pool
 (``concurrent.futures.ProcessPoolExecutor``), or as tasks on a dask.distributed cluster
-(``client=``, see :func:`gpscale.distributed.fold_map`).
+(``client=``, see :func:`gpscale.parallel.cluster.fold_map`).
 
 Consensus ADMM over local raw hyperparameters θ_k and the global θ̄ (eq. 16):
 
@@ -28,9 +28,9 @@ from typing import Any
 
 import torch
 
-from ...distributed import fold_map
 from ...kernels import Kernel
 from ...models.exact import ExactGP
+from ...parallel.cluster import fold_map
 from ...params import positive_params
 from ...rng import as_generator
 from ..result import FitResult, theta_of
