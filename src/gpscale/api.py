@@ -15,6 +15,7 @@ from .io.scaling import OWN_UNITS_ADVICE, rows_scaler, scaled_in_memory
 from .kernels import Kernel
 from .methods import METHODS, Method, get_method, register_method
 from .methods.auto import Choice
+from .methods.kernel_choice import AUTO_KERNEL, DEFAULT_KERNEL, KernelChoice, kernel_for
 from .parallel.cluster import connect
 from .plan import Plan, make_plan
 from .predictor import FORMAT_VERSION, Predictor, load
@@ -23,7 +24,7 @@ __all__ = ["fit", "load", "choose", "Choice", "Predictor", "register_method", "g
            "METHODS", "Method", "FORMAT_VERSION"]
 
 
-def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rbf-ard",
+def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = AUTO_KERNEL,
         standardize: bool = True, *, target: str | None = None, scheduler: Any = None,
         workers: int | None = None, budget: float | None = None,
         **options: Any) -> Predictor:
@@ -38,7 +39,11 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
 
     ``method`` names an entry of :data:`METHODS`, or ``"auto"``: :func:`choose` picks one
     (and its size) from n, d, the kernel and ``budget`` (seconds; only with ``"auto"``),
-    and the predictor's ``choice`` says what and why. ``kernel`` one of
+    and the predictor's ``choice`` says what and why. ``kernel``: ``"auto"`` (default:
+    methods that can — ``exact``, ``sgpr`` and what ``auto`` picks of them — choose the
+    family among RBF, Matérn-1/2, 3/2, 5/2 and RQ with ARD from the data, and the
+    predictor's ``kernel_choice`` says which and every candidate's score; other methods
+    fit ``rbf-ard``; :mod:`gpscale.methods.kernel_choice`), one of
     :data:`gpscale.kernels.KERNELS` or a :class:`Kernel` (copied, not modified). With
     ``standardize`` (default) X's columns and y are scaled to zero mean and unit variance
     for training and predictions are mapped back; hyperparameters (and options such as
@@ -62,7 +67,7 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
     return run(plan, data, k, kernel_name, standardize, scheduler, workers)
 
 
-def choose(X: Any, y: Any = None, kernel: str | Kernel = "rbf-ard", *,
+def choose(X: Any, y: Any = None, kernel: str | Kernel = AUTO_KERNEL, *,
            target: str | None = None, budget: float | None = None) -> Choice:
     """What ``method="auto"`` picks for this data (see :mod:`gpscale.methods.auto`): the
     method, the size options it sets and why. ``X``, ``y``, ``target`` as in :func:`fit`
@@ -90,26 +95,37 @@ def run(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
         if m.streams and (client is not None or data.pair is None):
             scaler, model, result = _fit_rows(m, data.source, kernel, standardize, client,
                                               plan.options)
+            kernel_choice = None
         else:
-            scaler, model, result = _fit_held(m, data, kernel, standardize, client,
-                                              plan.options)
+            scaler, model, result, kernel_name, kernel_choice = _fit_held(
+                plan, data, kernel, kernel_name, standardize, client)
         if hasattr(model, "freeze"):  # let go of rows not held and of the cluster,
             model.freeze()  # keeping what prediction needs, read while the cluster is up
+    if kernel_name == AUTO_KERNEL:  # read in passes: the method's default kernel
+        kernel_name = DEFAULT_KERNEL
     return Predictor(model, scaler, result, method=m.name, kernel_name=kernel_name,
                      standardize=bool(standardize), feature_names=data.feature_names,
-                     target_name=data.target_name, inputs=data.inputs, choice=plan.choice)
+                     target_name=data.target_name, inputs=data.inputs, choice=plan.choice,
+                     kernel_choice=kernel_choice)
 
 
-def _fit_held(m: Method, data: TrainingData, kernel: Kernel, standardize: bool, client: Any,
-              options: dict[str, Any]):
+def _fit_held(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
+              standardize: bool, client: Any
+              ) -> tuple[Any, Any, Any, str, KernelChoice | None]:
     """Every row in memory, standardised, as tensors: the method gets X, y (or, when it
-    reads passes or minibatches, :class:`Rows` holding them)."""
+    reads passes or minibatches, :class:`Rows` holding them), and ``kernel="auto"`` its
+    kernel chosen from them (:func:`~gpscale.methods.kernel_choice.kernel_for`)."""
+    m, options = plan.method, plan.options
     scaler, Xs, ys = scaled_in_memory(data, standardize, kernel.raw_columns)
+    chosen = None
+    if kernel_name == AUTO_KERNEL:
+        kernel, kernel_name, chosen = kernel_for(m, Xs, ys, seed=options.get("seed"),
+                                                 budget=plan.budget)
     args = (Rows.in_memory(Xs, ys), None) if m.streams else (Xs, ys)
     extra = {"client": client} if m.cluster else {}
     with _own_units(standardize, m.name):
         model, result = m.fit_fn(*args, kernel, **options, **extra)
-    return scaler, model, result
+    return scaler, model, result, kernel_name, chosen
 
 
 def _fit_rows(m: Method, source: Source, kernel: Kernel, standardize: bool, client: Any,
@@ -148,10 +164,15 @@ def _own_units(standardize: bool, method: str) -> Iterator[None]:
 
 def resolve_kernel(kernel: str | Kernel, d: int) -> tuple[Kernel, str]:
     """(a fresh kernel for d input columns, its name): a name from
-    :data:`gpscale.kernels.KERNELS` built, or a :class:`Kernel` copied."""
+    :data:`gpscale.kernels.KERNELS` built, or a :class:`Kernel` copied. ``"auto"``: the
+    family is chosen from the data when the fit runs
+    (:mod:`gpscale.methods.kernel_choice`); until then its planning stand-in is the
+    default family."""
     if isinstance(kernel, Kernel):
         return copy.deepcopy(kernel), type(kernel).__name__
+    if isinstance(kernel, str) and kernel.lower() == AUTO_KERNEL:
+        return _kernels.make_kernel(DEFAULT_KERNEL, d), AUTO_KERNEL
     if isinstance(kernel, str):
         return _kernels.make_kernel(kernel, d), kernel.lower()
-    raise ValueError(f"kernel must be a name from {sorted(_kernels.KERNELS)} or a "
+    raise ValueError(f"kernel must be 'auto', a name from {sorted(_kernels.KERNELS)} or a "
                      f"Kernel object, got {type(kernel).__name__}")

@@ -133,8 +133,9 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                      help="with --method auto: the time the fit may take, which sizes the "
                      "model auto picks")
     fit.add_argument("--kernel", default=None,
-                     help=f"kernel: {', '.join(KERNELS)} (default: rbf-ard; tanimoto with "
-                     "--smiles, hamming with --sequence)")
+                     help=f"kernel: auto, {', '.join(KERNELS)} (default: auto, the family "
+                     "chosen from the data by exact and sgpr, rbf-ard for other methods; "
+                     "tanimoto with --smiles, hamming with --sequence)")
     fit.add_argument("--max-iter", type=count(1), default=None, help="optimiser iterations")
     fit.add_argument("--restarts", type=count(0), default=None,
                      help="extra optimiser runs from perturbed starts")

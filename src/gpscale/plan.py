@@ -42,13 +42,15 @@ class Plan:
     """What :func:`gpscale.fit` runs: ``method`` with ``options``; ``choice``: what
     ``auto`` picked and why (None when the method was named); ``on_cluster``: the
     method's passes or tasks go to the scheduler / workers given; ``notes``: what the
-    user should be told about the plan (e.g. a cluster that is not used)."""
+    user should be told about the plan (e.g. a cluster that is not used); ``budget``:
+    the time budget (seconds) ``auto`` was given, which also bounds the kernel's choice."""
 
     method: Method
     options: dict[str, Any]
     choice: Choice | None = None
     on_cluster: bool = False
     notes: tuple[str, ...] = field(default=())
+    budget: float | None = None
 
     @property
     def reads(self) -> str:
@@ -120,7 +122,7 @@ def make_plan(data: Source | TrainingData | None, method: str, kernel: Kernel | 
                         f"{err}; give method= yourself to choose another") from None
     if choice is not None:
         options = {**choice.options, **options}
-    return Plan(picked, options, choice, cluster, tuple(notes))
+    return Plan(picked, options, choice, cluster, tuple(notes), budget)
 
 
 _ARGS = {"budget": ("budget=", "--budget"), "auto": ("method='auto'", "--method auto"),

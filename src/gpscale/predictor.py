@@ -32,6 +32,7 @@ from .io.inputs import StringInputs
 from .kernels import Kernel
 from .methods import METHODS
 from .methods.auto import Choice
+from .methods.kernel_choice import KernelChoice
 from .models import GPModel, model_class
 from .preprocessing import Standardizer
 from .quality import quality_entry, saved_quality
@@ -51,7 +52,8 @@ class Predictor:
                  method: str, kernel_name: str, standardize: bool = True,
                  feature_names: list[str] | None = None,
                  target_name: str | None = None, inputs: StringInputs | None = None,
-                 choice: Choice | None = None) -> None:
+                 choice: Choice | None = None,
+                 kernel_choice: KernelChoice | None = None) -> None:
         self.model, self.scaler, self.result = model, scaler, result
         self.method, self.kernel_name, self.standardize = method, kernel_name, standardize
         #: input column names and target name, when the training data had them
@@ -60,6 +62,9 @@ class Predictor:
         self.inputs = inputs
         #: what method="auto" picked and why (gpscale.methods.auto.Choice), else None
         self.choice = choice
+        #: the kernel family chosen from the data with kernel="auto", and every
+        #: candidate's score (gpscale.methods.kernel_choice.KernelChoice), else None
+        self.kernel_choice = kernel_choice
 
     @property
     def n_features(self) -> int:
@@ -148,6 +153,8 @@ class Predictor:
         table = self.model.summary() if hasattr(self.model, "summary") else repr(self.model)
         made = f" ({self.inputs.describe()})" if self.inputs is not None else ""
         picked = f"picked by method='auto': {self.choice}\n" if self.choice else ""
+        if self.kernel_choice is not None:
+            picked += f"kernel chosen from the data: {self.kernel_choice}\n"
         return (f"gpscale predictor: method {self.method!r} ({m.description if m else '?'}),"
                 f" kernel {self.kernel_name!r}\ninputs: {self.n_features}{made}"
                 f"{' ' + str(self.feature_names) if self.feature_names else ''}, training "
@@ -187,6 +194,8 @@ class Predictor:
             "inputs": None if self.inputs is None else _plain(self.inputs.state()),
             "result": _plain(dataclasses.asdict(self.result)),
             "choice": None if self.choice is None else _plain(dataclasses.asdict(self.choice)),
+            "kernel_choice": None if self.kernel_choice is None else _plain(
+                dataclasses.asdict(self.kernel_choice)),
             **quality_entry(self),
         }
 
@@ -302,13 +311,19 @@ def _rebuild(saved: dict[str, Any], path: Path) -> Predictor:
                      kernel_name=saved["kernel_name"], standardize=saved["standardize"],
                      feature_names=saved["feature_names"], target_name=saved["target_name"],
                      inputs=_string_inputs(saved.get("inputs"), path),
-                     choice=_choice(saved.get("choice")))
+                     choice=_choice(saved.get("choice")),
+                     kernel_choice=_kernel_choice(saved.get("kernel_choice")))
 
 
 def _choice(saved: dict[str, Any] | None) -> Choice | None:
     """What ``method="auto"`` picked, as saved (None: the method was named, or the file
     predates saving it)."""
     return None if saved is None else Choice(**saved)
+
+
+def _kernel_choice(saved: dict[str, Any] | None) -> KernelChoice | None:
+    """The kernel family chosen from the data, as saved (None: the kernel was named)."""
+    return None if saved is None else KernelChoice(**saved)
 
 
 def _scaler(state: dict[str, Any], path: Path) -> Standardizer:

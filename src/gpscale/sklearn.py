@@ -31,7 +31,8 @@ class GPRegressor(RegressorMixin, BaseEstimator):
     ----------
     method : a name from :data:`gpscale.api.METHODS` (default ``"exact"``: ML-II by L-BFGS),
         or ``"auto"`` (:func:`gpscale.api.choose` picks one from the data's size).
-    kernel : a name from :data:`gpscale.kernels.KERNELS` or a :class:`gpscale.kernels.Kernel`
+    kernel : ``"auto"`` (default: the family chosen from the data, see :func:`gpscale.fit`),
+        a name from :data:`gpscale.kernels.KERNELS` or a :class:`gpscale.kernels.Kernel`
         (copied at fit time).
     standardize : scale X's columns and y to zero mean, unit variance for training and
         map predictions back (default True).
@@ -51,7 +52,7 @@ class GPRegressor(RegressorMixin, BaseEstimator):
     def __init__(
         self,
         method: str = "exact",
-        kernel: str | Kernel = "rbf-ard",
+        kernel: str | Kernel = "auto",
         standardize: bool = True,
         max_iter: int | None = None,
         restarts: int | None = None,

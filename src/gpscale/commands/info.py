@@ -70,6 +70,11 @@ def model_info(path: str | os.PathLike) -> dict[str, Any]:
         "picked_by_auto": None if pred.choice is None else {
             "method": pred.choice.method, "options": dict(pred.choice.options),
             "reason": pred.choice.reason},
+        "kernel_choice": None if pred.kernel_choice is None else {
+            "kernel": pred.kernel_choice.kernel, "criterion": pred.kernel_choice.criterion,
+            "rows": pred.kernel_choice.rows, "scored_rows": pred.kernel_choice.scored_rows,
+            "scores": {k: _num(v) for k, v in pred.kernel_choice.scores.items()},
+            "seconds": _num(pred.kernel_choice.seconds)},
         "data_quality": _quality(pred, saved, names),
         "hyperparameters": hyperparameters(pred),
         "other_parameters": {k: list(p.shape) for k, p in _others(pred.model).items()},
@@ -244,6 +249,14 @@ def info_text(info: dict[str, Any]) -> str:
     picked = info.get("picked_by_auto")
     if picked:
         lines[2:2] = [f"auto     picked {picked['method']}: {picked['reason']}"]
+    chosen = info.get("kernel_choice")
+    if chosen:
+        ranked = sorted(chosen["scores"].items(), key=lambda kv: (kv[1] is None, kv[1] or 0))
+        listed = ", ".join(f"{k} {'failed' if v is None else f'{v:.4g}'}" for k, v in ranked)
+        lines[3 if picked else 2:3 if picked else 2] = [
+            f"kernel   {chosen['kernel']} chosen from the data: the lowest "
+            f"{chosen['criterion']} of {len(chosen['scores'])} families fitted on "
+            f"{chosen['rows']} rows ({listed})"]
     solver = info.get("solver")
     if solver:
         held = solver.get("stored_bytes") or {}

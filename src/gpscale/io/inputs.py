@@ -213,12 +213,12 @@ def training_source(data: Any, target: str, kernel: str | None = None,
                     smiles: str | None = None, sequence: str | None = None,
                     keep: Sequence[str] = ()) -> tuple[Source, str]:
     """The training rows and the kernel name for ``gpscale fit``: every numeric column
-    but the target (kernel default ``rbf-ard``), or the inputs made from the string
+    but the target (kernel default ``auto``: chosen from the data), or the inputs made from the string
     column ``smiles`` (default ``tanimoto``) or ``sequence`` (default ``hamming``)."""
     if smiles is not None and sequence is not None:
         raise ValueError("give one string column: --smiles or --sequence, not both")
     if smiles is None and sequence is None:
-        return open_source(data, target=target, keep=keep), kernel or "rbf-ard"
+        return open_source(data, target=target, keep=keep), kernel or "auto"
     kind, column = ("smiles", smiles) if smiles is not None else ("sequence", sequence)
     kernel = kernel or DEFAULT_KERNELS[kind]
     return open_strings(data, column, kind, target=target, kernel=kernel, keep=keep), kernel

@@ -45,6 +45,10 @@ class Method:
     #: the options' sizes cannot fit this machine (e.g. p x p matrices of rff); None:
     #: nothing to check
     size_check: Callable[[dict[str, Any], int], None] | None = None
+    #: with ``kernel="auto"`` the kernel family is chosen from the data
+    #: (:mod:`gpscale.methods.kernel_choice`); a method that does not choose fits its
+    #: default, :data:`~gpscale.methods.kernel_choice.DEFAULT_KERNEL`
+    chooses_kernel: bool = False
 
     @property
     def streams(self) -> bool:
@@ -76,14 +80,14 @@ def register_method(name: str, fit_fn: FitFn, description: str = "",
                     options: list[str] | tuple[str, ...] | None = None,
                     replace: bool = False, streams: bool = False,
                     cluster: bool = False, reads: str | None = None,
-                    size_check: Callable[[dict[str, Any], int], None] | None = None
-                    ) -> Method:
+                    size_check: Callable[[dict[str, Any], int], None] | None = None,
+                    chooses_kernel: bool = False) -> Method:
     """Make ``fit_fn`` available as ``method=name`` in :func:`gpscale.fit`, the estimator
     and the CLI. ``options`` lists the keyword options accepted (default: read off
     ``fit_fn``'s signature after ``X, y, kernel``; ``**kwargs`` there means any).
     ``reads``: how fit_fn reads the rows (see :class:`Method`; ``streams=True`` is
-    ``reads="passes"``); ``cluster``: fit_fn sends tasks to ``client=``; ``size_check``:
-    see :class:`Method`."""
+    ``reads="passes"``); ``cluster``: fit_fn sends tasks to ``client=``; ``size_check``,
+    ``chooses_kernel``: see :class:`Method`."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"method name must be a non-empty string, got {name!r}")
     if name in METHODS and not replace:
@@ -92,21 +96,22 @@ def register_method(name: str, fit_fn: FitFn, description: str = "",
     if reads not in READS:
         raise ValueError(f"reads must be one of {READS}, got {reads!r}")
     options = _keyword_options(fit_fn) if options is None else tuple(options)
-    METHODS[name] = Method(name, fit_fn, description, options, reads, cluster, size_check)
+    METHODS[name] = Method(name, fit_fn, description, options, reads, cluster, size_check,
+                           chooses_kernel)
     return METHODS[name]
 
 
 def register(name: str, description: str,
              options: list[str] | tuple[str, ...] | None = None,
              reads: str = "memory", cluster: bool = False,
-             size_check: Callable[[dict[str, Any], int], None] | None = None
-             ) -> Callable[[FitFn], FitFn]:
+             size_check: Callable[[dict[str, Any], int], None] | None = None,
+             chooses_kernel: bool = False) -> Callable[[FitFn], FitFn]:
     """Decorator form of :func:`register_method`: ``@register("rff", "...")`` on a fit
     function registers it and returns it unchanged."""
 
     def deco(fit_fn: FitFn) -> FitFn:
         register_method(name, fit_fn, description, options, reads=reads, cluster=cluster,
-                        size_check=size_check)
+                        size_check=size_check, chooses_kernel=chooses_kernel)
         return fit_fn
 
     return deco

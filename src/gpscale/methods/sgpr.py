@@ -44,7 +44,7 @@ PLATEAU = 0.5
 
 @register("sgpr", "sparse variational GP (Titsias 2009) with m free inducing inputs and "
           "the hyperparameters by L-BFGS on the VFE bound: vector inputs, rows in memory; "
-          "m trades time (∝ n m²) for accuracy")
+          "m trades time (∝ n m²) for accuracy", chooses_kernel=True)
 def fit_sgpr_method(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, m: int | None = None,
                     noise: float = 0.1, init: str = "kmeans", max_iter: int = 200,
                     tol: float | None = 1e-4, patience: int = 3,
