@@ -92,10 +92,11 @@ def run(args, rec) -> None:
             continue
         Xtr, ytr, Xte, yte = _standardise(*data)
         t0 = time.perf_counter()
-        choice, models = choose_kernel(Xtr, ytr, seed=args.seed,
-                                       rows=200 if args.quick else 1000)
+        choice, fits = choose_kernel(Xtr, ytr, seed=args.seed,
+                                     rows=200 if args.quick else 1000)
         choose_s = time.perf_counter() - t0
-        evidence = {k: float(m.nlml().detach()) / m.observations for k, m in models.items()}
+        evidence = {k: float(c.model.nlml().detach()) / c.model.observations
+                    for k, c in fits.items()}
         keep = sample_rows(Xtr.shape[0], min(truth_rows, Xtr.shape[0]), args.seed + 1,
                            Xtr.device)
         truth = {}

@@ -96,6 +96,18 @@ def test_gpscale_fit_with_no_kernel_named_chooses_and_saves_the_choice(tmp_path)
     assert named.kernel_choice is None and named.kernel_name == "rbf-ard"
 
 
+def test_on_every_row_the_chosen_candidate_is_the_exact_methods_own_fit():
+    """Up to the sample's size the candidates are the exact method's own fits, with its
+    options: the chosen one is kept, identical to naming its kernel."""
+    X, y = _smooth(90, d=3)
+    auto = gpscale.fit(X, y, max_iter=15, noise=0.2)
+    named = gpscale.fit(X, y, kernel=auto.kernel_name, max_iter=15, noise=0.2)
+    for (k, a), (_, b) in zip(auto.model.state_dict().items(),
+                              named.model.state_dict().items()):
+        assert torch.equal(a, b), k
+    assert auto.result.n_evals == named.result.n_evals
+
+
 def test_methods_that_do_not_choose_fit_the_default_family():
     X, y = _smooth(200)
     pred = gpscale.fit(X, y, method="rff", num_features=64, max_iter=5)

@@ -117,15 +117,18 @@ def _fit_held(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
     kernel chosen from them (:func:`~gpscale.methods.kernel_choice.kernel_for`)."""
     m, options = plan.method, plan.options
     scaler, Xs, ys = scaled_in_memory(data, standardize, kernel.raw_columns)
-    chosen = None
-    if kernel_name == AUTO_KERNEL:
-        kernel, kernel_name, chosen = kernel_for(m, Xs, ys, seed=options.get("seed"),
-                                                 budget=plan.budget)
-    args = (Rows.in_memory(Xs, ys), None) if m.streams else (Xs, ys)
-    extra = {"client": client} if m.cluster else {}
+    pick = None
     with _own_units(standardize, m.name):
-        model, result = m.fit_fn(*args, kernel, **options, **extra)
-    return scaler, model, result, kernel_name, chosen
+        if kernel_name == AUTO_KERNEL:
+            pick = kernel_for(m, Xs, ys, options, budget=plan.budget)
+            kernel, kernel_name = pick.kernel, pick.name
+        if pick is not None and pick.fitted is not None:  # the chosen candidate's fit
+            model, result = pick.fitted
+        else:
+            args = (Rows.in_memory(Xs, ys), None) if m.streams else (Xs, ys)
+            extra = {"client": client} if m.cluster else {}
+            model, result = m.fit_fn(*args, kernel, **options, **extra)
+    return scaler, model, result, kernel_name, None if pick is None else pick.choice
 
 
 def _fit_rows(m: Method, source: Source, kernel: Kernel, standardize: bool, client: Any,

@@ -25,9 +25,11 @@ from typing import Any
 import torch
 
 from ..kernels import Kernel, make_kernel
+from ..linalg import robust_cholesky
 from ..linalg.cholesky import inverse_from_cholesky
 from ..metrics import nlpd
 from ..models import ExactGP
+from ..train import FitResult
 from ..train.starts import sample_rows
 from .cost import exact_seconds
 from .exact import fit_exact
@@ -48,7 +50,8 @@ CANDIDATES = ("rbf-ard", "matern12-ard", "matern32-ard", "matern52-ard", "rq-ard
 SAMPLE_ROWS = 1000
 #: rows outside the sample each candidate is scored on
 HELD_OUT_ROWS = 2000
-#: L-BFGS iterations of each candidate's fit
+#: L-BFGS iterations of each candidate's fit for a method other than the exact GP (whose
+#: candidates take its own options)
 CANDIDATE_ITER = 100
 #: with a time budget, the candidates' fits take at most this share of it (by the exact
 #: GP's cost model), which sizes their sample below SAMPLE_ROWS
@@ -78,49 +81,57 @@ def loo_predictions(model: ExactGP) -> tuple[torch.Tensor, torch.Tensor]:
     """Leave-one-out predictive means and variances of y at the model's rows from one
     Cholesky factor (R&W eq. 5.12); rows merged from copies leave out all their copies."""
     with torch.no_grad():
-        L = torch.linalg.cholesky(model.covariance())
-        Cinv = inverse_from_cholesky(L)
-        r = model.y - model.mean_constant
-        diag = torch.diagonal(Cinv)
-        var = 1.0 / diag
-        return model.y - (Cinv @ r) * var, var
+        Cinv = inverse_from_cholesky(robust_cholesky(model.covariance()))
+        var = 1.0 / torch.diagonal(Cinv)
+        return model.y - (Cinv @ (model.y - model.mean_constant)) * var, var
+
+
+@dataclass
+class Candidate:
+    """One family's fit on the sample: the model, its FitResult, the warnings it raised."""
+
+    model: ExactGP
+    result: FitResult
+    warned: list[warnings.WarningMessage]
 
 
 def choose_kernel(X: torch.Tensor, y: torch.Tensor, *, candidates: tuple[str, ...] = CANDIDATES,
                   rows: int = SAMPLE_ROWS, held_out: int = HELD_OUT_ROWS, seed: int = 0,
-                  **fit_options: Any) -> tuple[KernelChoice, dict[str, ExactGP]]:
-    """Fit every candidate family by :func:`~gpscale.methods.exact.fit_exact` on ``rows``
-    uniformly sampled rows of (X, y) (standardised) and score each (module docstring).
-    Returns the choice and the candidates' fitted models. A candidate whose fit fails
-    scores +inf; ``fit_options`` go to each fit."""
+                  **fit_options: Any) -> tuple[KernelChoice, dict[str, Candidate]]:
+    """Fit every candidate family by :func:`~gpscale.methods.exact.fit_exact` (Cholesky)
+    on ``rows`` uniformly sampled rows of (X, y) (standardised; every row, in their
+    order, when there are no more) and score each (module docstring). Returns the
+    choice and the candidates' fits. A candidate whose fit fails scores +inf;
+    ``fit_options`` go to each fit (``seed`` seeds the sample and, unless they name
+    their own, the fits)."""
     t0 = time.perf_counter()
     n, d = int(X.shape[0]), int(X.shape[1])
-    keep = sample_rows(n, min(rows, n), seed, X.device)
+    every = rows >= n
+    keep = torch.arange(n, device=X.device) if every else sample_rows(n, rows, seed, X.device)
     outside = torch.ones(n, dtype=torch.bool, device=X.device)
     outside[keep] = False
     held = outside.nonzero().reshape(-1)
     gen = torch.Generator().manual_seed(int(seed))
     held = held[torch.randperm(held.numel(), generator=gen)[:held_out].to(held.device)]
-    criterion = "held-out NLPD" if held.numel() else "leave-one-out NLPD"
-    options = {"max_iter": CANDIDATE_ITER, "seed": seed, **fit_options}
+    criterion = "leave-one-out NLPD" if every else "held-out NLPD"
+    options = {"seed": seed, **fit_options, "solver": "cholesky"}
+    Xs, ys = (X, y) if every else (X[keep], y[keep])
     scores: dict[str, float] = {}
-    models: dict[str, ExactGP] = {}
+    fits: dict[str, Candidate] = {}
     for name in candidates:
-        try:
-            with warnings.catch_warnings():  # a candidate's convergence is not the fit's
-                warnings.simplefilter("ignore")
-                model, _ = fit_exact(X[keep], y[keep], make_kernel(name, d),
-                                     solver="cholesky", **options)
-            scores[name] = _score(model, X[held], y[held]) if held.numel() else \
-                _loo_score(model)
-            models[name] = model
-        except (RuntimeError, ValueError):  # a Cholesky that failed: not this family
-            scores[name] = float("inf")
+        with warnings.catch_warnings(record=True) as warned:
+            warnings.simplefilter("always")
+            try:
+                model, result = fit_exact(Xs, ys, make_kernel(name, d), **options)
+                scores[name] = _loo_score(model) if every else _score(model, X[held], y[held])
+                fits[name] = Candidate(model, result, list(warned))
+            except (RuntimeError, ValueError):  # a Cholesky that failed: not this family
+                scores[name] = float("inf")
     best = min(scores, key=lambda k: scores[k])
     choice = KernelChoice(best, criterion, int(keep.numel()),
-                          int(held.numel()) if held.numel() else int(keep.numel()), scores,
+                          int(keep.numel()) if every else int(held.numel()), scores,
                           time.perf_counter() - t0)
-    return choice, models
+    return choice, fits
 
 
 def _score(model: ExactGP, X: torch.Tensor, y: torch.Tensor) -> float:
@@ -144,13 +155,51 @@ def sample_size(budget: float | None, candidates: int = len(CANDIDATES)) -> int:
     return rows
 
 
-def kernel_for(method: Method, X: torch.Tensor, y: torch.Tensor, *, seed: int | None = None,
-               budget: float | None = None) -> tuple[Kernel, str, KernelChoice | None]:
+#: the exact method's options that only its CG solver reads: a candidate fit on a sample
+#: is always by Cholesky
+_CG_OPTIONS = ("solver", "subsample", "cg_tol", "precond_rank", "block_dtype", "refine",
+               "probes")
+
+
+@dataclass(frozen=True)
+class KernelPick:
+    """What ``kernel="auto"`` fits with: the kernel, its name, the choice (None when the
+    method does not choose) and, where the chosen candidate's fit is the method's own
+    (the exact GP by Cholesky on every row, with the method's options), that fit."""
+
+    kernel: Kernel
+    name: str
+    choice: KernelChoice | None = None
+    fitted: tuple[ExactGP, FitResult] | None = None
+
+
+def kernel_for(method: Method, X: torch.Tensor, y: torch.Tensor, options: dict[str, Any], *,
+               budget: float | None = None) -> KernelPick:
     """The kernel a fit with ``kernel="auto"`` uses: chosen from the (standardised) rows
-    by :func:`choose_kernel` when ``method`` chooses, else :data:`DEFAULT_KERNEL`.
-    Returns (a fresh kernel, its name, the choice or None)."""
+    by :func:`choose_kernel` when ``method`` chooses, else :data:`DEFAULT_KERNEL`. The
+    candidates take the method's options where it is the exact GP (its CG options aside),
+    else its ``max_iter`` at most; when they are fitted on every row by the exact
+    method's own Cholesky fit, the chosen one is the fit (its warnings raised again)."""
     d = int(X.shape[1])
     if not method.chooses_kernel:
-        return make_kernel(DEFAULT_KERNEL, d), DEFAULT_KERNEL, None
-    choice, _ = choose_kernel(X, y, rows=sample_size(budget), seed=0 if seed is None else seed)
-    return make_kernel(choice.kernel, d), choice.kernel, choice
+        return KernelPick(make_kernel(DEFAULT_KERNEL, d), DEFAULT_KERNEL)
+    rows = sample_size(budget)
+    seed = options.get("seed")
+    if method.fit_fn is fit_exact:  # the candidates are fits of this very method
+        fit_options = {k: v for k, v in options.items() if k not in _CG_OPTIONS + ("seed",)}
+        # a fit's seed moves only its restarts: without one, no fit repeats another
+        own = rows >= X.shape[0] and options.get("solver", "auto") != "cg" and (
+            seed is not None or not options.get("restarts"))
+    else:
+        fit_options = {"max_iter": min(int(options.get("max_iter", CANDIDATE_ITER)),
+                                       CANDIDATE_ITER)}
+        own = False
+    choice, fits = choose_kernel(X, y, rows=rows, seed=0 if seed is None else seed,
+                                 **fit_options)
+    picked = fits.get(choice.kernel)
+    if own and picked is not None:
+        for w in picked.warned:
+            warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        return KernelPick(picked.model.kernel, choice.kernel, choice,
+                          (picked.model, picked.result))
+    return KernelPick(make_kernel(choice.kernel, d), choice.kernel, choice)
