@@ -63,7 +63,8 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = AUT
     data = training_data(X, y, target)
     k, kernel_name = resolve_kernel(kernel, data.num_features)
     plan = make_plan(data, method, k, options=options, budget=budget,
-                     scheduler=scheduler, workers=workers)
+                     scheduler=scheduler, workers=workers,
+                     kernel_auto=kernel_name == AUTO_KERNEL)
     return run(plan, data, k, kernel_name, standardize, scheduler, workers)
 
 
@@ -73,8 +74,8 @@ def choose(X: Any, y: Any = None, kernel: str | Kernel = AUTO_KERNEL, *,
     method, the size options it sets and why. ``X``, ``y``, ``target`` as in :func:`fit`
     (for a CSV source, counting the rows costs a pass)."""
     data = training_data(X, y, target)
-    k = resolve_kernel(kernel, data.num_features)[0]
-    return make_plan(data, "auto", k, budget=budget).choice
+    k, name = resolve_kernel(kernel, data.num_features)
+    return make_plan(data, "auto", k, budget=budget, kernel_auto=name == AUTO_KERNEL).choice
 
 
 def run(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,

@@ -317,7 +317,7 @@ def _fit(args: argparse.Namespace) -> int:
                                      sequence=args.sequence)
     data = training_data(source)
     k, kernel_name = api.resolve_kernel(kernel, data.num_features)
-    plan = fit_plan(args, data, k)
+    plan = fit_plan(args, data, k, kernel_auto=kernel_name == "auto")
     if plan.choice is not None:
         _say(args, f"gpscale: --method auto picked {plan.choice}", stderr=True)
     for note in plan.notes:

@@ -63,7 +63,7 @@ def make_plan(data: Source | TrainingData | None, method: str, kernel: Kernel | 
               options: dict[str, Any] | None = None, option_text: Sequence[str] = (),
               defaults: dict[str, Any] | None = None, budget: float | None = None,
               scheduler: Any = None, workers: int | None = None, device: Any = None,
-              dtype: Any = None, door: str = "api") -> Plan:
+              dtype: Any = None, door: str = "api", kernel_auto: bool = False) -> Plan:
     """The :class:`Plan` for fitting ``data`` (a source, or what :func:`gpscale.fit` was
     given; only its size is read here) with ``method`` (a registered name or
     ``"auto"``) and ``kernel``. ``options``: the method's options as values;
@@ -73,7 +73,8 @@ def make_plan(data: Source | TrainingData | None, method: str, kernel: Kernel | 
     placement, checked against what the method can honour. The user's own options win
     over ``auto``'s. ``data`` and ``kernel`` are read only by ``"auto"`` (None otherwise
     checks the request alone). ``door``: ``"api"`` or ``"cli"``, how messages name the
-    arguments (``budget=`` or ``--budget``).
+    arguments (``budget=`` or ``--budget``). ``kernel_auto``: the kernel family is to be
+    chosen from the data, and ``kernel`` stands in for it (``auto`` counts the choice).
     Raises :class:`PlanError` for a request that cannot run whatever the data hold."""
     options = dict(options or {})
     cluster = scheduler is not None or workers is not None
@@ -83,7 +84,7 @@ def make_plan(data: Source | TrainingData | None, method: str, kernel: Kernel | 
             raise ValueError("method='auto' needs the data and the kernel to plan")
         distinct = getattr(data, "distinct_inputs", lambda: None)()
         choice = choose_method(data.num_rows(), data.num_features, kernel, budget,
-                               distinct=distinct)
+                               distinct=distinct, choose_kernel=kernel_auto)
         picked = METHODS[choice.method]
     else:
         if budget is not None:

@@ -129,9 +129,11 @@ def _check_fit_values(args: argparse.Namespace) -> None:
                          f"{args.seed}")
 
 
-def fit_plan(args: argparse.Namespace, source: Any = None, kernel: Any = None) -> Plan:
+def fit_plan(args: argparse.Namespace, source: Any = None, kernel: Any = None,
+             kernel_auto: bool = False) -> Plan:
     """The :class:`~gpscale.plan.Plan` of ``gpscale fit`` (:func:`gpscale.plan.make_plan`
-    on its flags); a refused request is a UsageError."""
+    on its flags; ``kernel_auto``: the kernel family is chosen from the data); a refused
+    request is a UsageError."""
     options = {k: v for k, v in (("max_iter", args.max_iter), ("restarts", args.restarts),
                                  ("seed", args.seed)) if v is not None}
     progress = False if args.quiet else True if args.progress else None
@@ -139,6 +141,7 @@ def fit_plan(args: argparse.Namespace, source: Any = None, kernel: Any = None) -
         return make_plan(source, args.method, kernel, options=options,
                          option_text=args.option, defaults={"progress": progress},
                          budget=args.budget, scheduler=args.scheduler, workers=args.workers,
-                         device=args.device, dtype=args.dtype, door="cli")
+                         device=args.device, dtype=args.dtype, door="cli",
+                         kernel_auto=kernel_auto)
     except PlanError as err:
         raise UsageError(str(err)) from None

@@ -213,8 +213,9 @@ def training_source(data: Any, target: str, kernel: str | None = None,
                     smiles: str | None = None, sequence: str | None = None,
                     keep: Sequence[str] = ()) -> tuple[Source, str]:
     """The training rows and the kernel name for ``gpscale fit``: every numeric column
-    but the target (kernel default ``auto``: chosen from the data), or the inputs made from the string
-    column ``smiles`` (default ``tanimoto``) or ``sequence`` (default ``hamming``)."""
+    but the target (kernel default ``auto``: chosen from the data), or the inputs made
+    from the string column ``smiles`` (default ``tanimoto``) or ``sequence`` (default
+    ``hamming``)."""
     if smiles is not None and sequence is not None:
         raise ValueError("give one string column: --smiles or --sequence, not both")
     if smiles is None and sequence is None:

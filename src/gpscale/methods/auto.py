@@ -60,11 +60,13 @@ from .cost import (
     exact_bytes,
     exact_seconds,
     iterative_seconds,
+    kernel_choice_seconds,
     rff_seconds,
     sgpr_bytes,
     sgpr_seconds,
     too_large,
 )
+from .kernel_choice import CANDIDATES, sample_size
 
 __all__ = ["Choice", "choose_method"]
 
@@ -104,27 +106,37 @@ class Choice:
 
 
 def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
-                  dtype: torch.dtype = torch.float64, distinct: int | None = None) -> Choice:
+                  dtype: torch.dtype = torch.float64, distinct: int | None = None,
+                  choose_kernel: bool = False) -> Choice:
     """The method (and size options) for n rows of d inputs with ``kernel`` and a time
     budget in seconds (None: no budget). ``distinct``: how many distinct input rows
     there are, when known; the exact GP merges copies of an input
-    (:mod:`gpscale.models.copies`), so its estimates count those, not n."""
+    (:mod:`gpscale.models.copies`), so its estimates count those, not n.
+    ``choose_kernel``: the kernel family is to be chosen from the data
+    (``kernel="auto"``; ``kernel`` stands in for it): the exact GP's and sgpr's estimates
+    include the choice's fits (:func:`~gpscale.methods.cost.kernel_choice_seconds`)."""
     if budget is not None and not (isinstance(budget, (int, float)) and budget > 0
                                    and math.isfinite(budget)):
         raise ValueError(f"budget must be a positive number of seconds, got {budget!r}")
     limit = EXACT_SECONDS if budget is None else float(budget)
     g = n if distinct is None else min(int(distinct), n)  # the rows the exact GP holds
     size = f"n={n}" + (f" at {g} distinct inputs" if g < n else "")
-    seconds, memory = exact_seconds(g), exact_bytes(g, d, dtype)
+    rows = sample_size(budget)
+    choosing = kernel_choice_seconds(g, rows, len(CANDIDATES)) if choose_kernel else 0.0
+    seconds, memory = exact_seconds(g) + choosing, exact_bytes(g, d, dtype)
     avail = available_memory()
     fits = avail is None or memory <= 0.5 * avail
+    with_choice = (f" with the kernel family chosen from {len(CANDIDATES)} fits"
+                   if choose_kernel else "")
     if seconds <= limit and fits:
-        return Choice("exact", {}, f"{size}: the exact GP's fit is estimated at "
-                      f"{_seconds(seconds)}, within "
+        return Choice("exact", {}, f"{size}: the exact GP's fit{with_choice} is estimated "
+                      f"at {_seconds(seconds)}, within "
                       f"{'the budget' if budget else 'a minute'} ({_seconds(limit)})")
+    # past the exact GP on every row, the choice's fits are on a sample of rows
+    reserve = kernel_choice_seconds(g, rows, len(CANDIDATES)) if choose_kernel else 0.0
     why_not_exact = (f"{size}: the exact GP would need about {_seconds(seconds)}"
                      + ("" if fits else f" and {memory / 2**30:.3g} GiB"))
-    iterative = _iterative_choice(g, d, kernel, budget, dtype, why_not_exact)
+    iterative = _iterative_choice(g, d, kernel, budget, dtype, why_not_exact, reserve)
     if iterative is not None:
         return iterative
     if kernel.spectral_density() is None:  # the kernel says whether it has one
@@ -133,7 +145,7 @@ def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
                       f"{why_not_exact}; the kernel has no spectral density for random "
                       "features, and cholqr-vfe needs only "
                       f"kernel values (a sparse GP on m={m} points chosen by swaps)")
-    sgpr = _sgpr_choice(n, d, budget, avail, dtype, why_not_exact)
+    sgpr = _sgpr_choice(n, d, budget, avail, dtype, why_not_exact, reserve)
     if sgpr is not None:
         return sgpr
     least = sgpr_bytes(n, d, MIN_INDUCING, dtype)
@@ -157,17 +169,19 @@ def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
 
 
 def _iterative_choice(n: int, d: int, kernel: Kernel, budget: float | None,
-                      dtype: torch.dtype, why_not_exact: str) -> Choice | None:
+                      dtype: torch.dtype, why_not_exact: str, reserve: float = 0.0
+                      ) -> Choice | None:
     """The exact GP on every row when its fit switches to the iterative path
     (:func:`~gpscale.methods.cost.too_large`), the kernel has tiled products and the
-    cost model fits the budget (or :data:`ITERATIVE_SECONDS`); else None."""
+    cost model, plus ``reserve`` seconds (the kernel's choice), fits the budget (or
+    :data:`ITERATIVE_SECONDS`); else None."""
     rbf = tiled_gradient(kernel)
     if kernel.tiled_form() is None or not too_large(n, d, dtype, rbf):
         return None
     avail = available_memory()
     if avail is not None and PRECOND_BYTES > 0.5 * avail:  # the preconditioner's factor
         return None
-    seconds = iterative_seconds(n, d, rbf)
+    seconds = iterative_seconds(n, d, rbf) + reserve
     limit = ITERATIVE_SECONDS if budget is None else float(budget)
     if seconds > limit:
         return None
@@ -179,11 +193,12 @@ def _iterative_choice(n: int, d: int, kernel: Kernel, budget: float | None,
 
 
 def _sgpr_choice(n: int, d: int, budget: float | None, avail: int | None,
-                 dtype: torch.dtype, why_not_exact: str) -> Choice | None:
+                 dtype: torch.dtype, why_not_exact: str, reserve: float = 0.0
+                 ) -> Choice | None:
     """sgpr with the largest m (multiple of 64, within its range) that the budget (or
-    SGPR_SECONDS) and half the available memory allow; None when not even the smallest
-    m fits."""
-    limit = SGPR_SECONDS if budget is None else float(budget)
+    SGPR_SECONDS), less ``reserve`` seconds (the kernel's choice), and half the available
+    memory allow; None when not even the smallest m fits."""
+    limit = (SGPR_SECONDS if budget is None else float(budget)) - reserve
     top = DEFAULT_M if budget is None else MAX_INDUCING
     sizes = [m for m in range(top, MIN_INDUCING - 1, -64)
              if sgpr_seconds(n, m) <= limit
@@ -195,7 +210,9 @@ def _sgpr_choice(n: int, d: int, budget: float | None, avail: int | None,
     why = "within the budget" if budget else "the most accurate default on most large UCI sets"
     return Choice("sgpr", options,
                   f"{why_not_exact}; sgpr fits a sparse GP with m={m} free inducing inputs "
-                  f"in about {_seconds(sgpr_seconds(n, m))} ({why}; rows held in memory)")
+                  f"in about {_seconds(sgpr_seconds(n, m) + reserve)}"
+                  + (" with the kernel family chosen on a sample" if reserve else "")
+                  + f" ({why}; rows held in memory)")
 
 
 def _seconds(s: float) -> str:

@@ -22,6 +22,7 @@ from ..train.warning_types import SizeWarning
 from .rff import AUTO_ABOVE, AUTO_SUBSAMPLE
 
 __all__ = ["exact_seconds", "exact_bytes", "exact_cost", "iterative_seconds",
+           "kernel_choice_seconds",
            "refine_seconds", "refine_evaluations", "product_seconds", "fit_seconds",
            "too_large", "sample_size", "size_guard", "sgpr_seconds", "sgpr_bytes",
            "rff_seconds"]
@@ -180,6 +181,16 @@ def size_guard(n: int, d: int, dtype: torch.dtype = torch.float64) -> dict | Non
             f"{', '.join(SCALABLE_METHODS)} "
             "(method=...), or fit on a subset of the rows", SizeWarning, stacklevel=3)
     return est
+
+
+def kernel_choice_seconds(n: int, rows: int, candidates: int) -> float:
+    """Rough wall time of choosing the kernel family (:mod:`gpscale.methods.kernel_choice`)
+    on n rows: ``candidates`` exact fits on ``rows`` sampled rows; where the sample is
+    every row, the chosen candidate is the exact method's fit itself, so one of them is
+    the fit's own time, not extra."""
+    if rows >= n:
+        return (candidates - 1) * exact_seconds(n)
+    return candidates * exact_seconds(rows)
 
 
 def sgpr_seconds(n: int, m: int | None = None) -> float:
