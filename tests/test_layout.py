@@ -239,7 +239,7 @@ CLUSTER_MODULE = "gpscale.parallel.cluster"
 DASK_PACKAGES = {"dask", "distributed"}
 
 
-def _absolute_imports(tree: ast.AST) -> set[str]:
+def _imported_packages(tree: ast.AST) -> set[str]:
     """Top-level package names of the absolute imports anywhere in ``tree``."""
     found = set()
     for node in ast.walk(tree):
@@ -252,7 +252,7 @@ def _absolute_imports(tree: ast.AST) -> set[str]:
 
 def test_only_the_cluster_module_imports_dask():
     importers = {_module_name(p) for p in PACKAGE.rglob("*.py")
-                 if _absolute_imports(ast.parse(p.read_text())) & DASK_PACKAGES}
+                 if _imported_packages(ast.parse(p.read_text())) & DASK_PACKAGES}
     assert importers == {CLUSTER_MODULE}, sorted(importers)
 
 
