@@ -11,7 +11,7 @@ from typing import Any
 
 from . import kernels as _kernels
 from .io import Rows, Source, TrainingData, training_data
-from .io.scaling import OWN_UNITS_ADVICE, rows_scaler, scaled_in_memory
+from .io.scaling import OWN_UNITS_ADVICE, rows_scaler, scaled_in_memory, with_codes
 from .kernels import Kernel
 from .methods import METHODS, Method, get_method, register_method
 from .methods.auto import Choice
@@ -24,7 +24,9 @@ __all__ = ["fit", "load", "choose", "Choice", "Predictor", "register_method", "g
 
 
 def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rbf-ard",
-        standardize: bool = True, *, target: str | None = None, scheduler: Any = None,
+        standardize: bool = True, *, target: str | None = None,
+        columns: list[str] | None = None, exclude: list[str] = (),
+        categorical: list[str] = (), scheduler: Any = None,
         workers: int | None = None, budget: float | None = None,
         **options: Any) -> Predictor:
     """Fit a GP to raw data and return a :class:`Predictor`.
@@ -32,7 +34,9 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
     The data: ``X`` (n, d) inputs and ``y`` (n,) targets in memory (numpy, nested lists,
     pandas, tensors); or ``X`` alone as a source of rows with ``target=`` naming the
     target column: a path, glob, directory or list of CSV / Parquet files, a pandas or
-    dask DataFrame, a :class:`gpscale.io.Source` (see :func:`gpscale.io.open_source`;
+    dask DataFrame, a :class:`gpscale.io.Source` (see :func:`gpscale.io.open_source`,
+    which also takes ``columns`` (the inputs), ``exclude`` and ``categorical``: a
+    table's text, category and date columns and missing values are encoded there;
     :func:`gpscale.io.open_strings` makes the inputs from a SMILES or sequence column,
     and the predictor then takes those strings).
 
@@ -55,7 +59,8 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
     (``Source.memory_bytes()`` tells how much). Every check of the request itself happens
     in :func:`gpscale.plan.make_plan` before any row is read for training.
     """
-    data = training_data(X, y, target)
+    data = training_data(X, y, target, columns=columns, exclude=exclude,
+                         categorical=categorical)
     k, kernel_name = resolve_kernel(kernel, data.num_features)
     plan = make_plan(data, method, k, options=options, budget=budget,
                      scheduler=scheduler, workers=workers)
@@ -119,7 +124,7 @@ def _fit_rows(m: Method, source: Source, kernel: Kernel, standardize: bool, clie
     statistics it needs, not the rows (``freeze``), read while the cluster is up."""
     d = source.num_features
     parts = tuple(source.partitions())
-    scaler = rows_scaler(parts, d, standardize, kernel.raw_columns, client)
+    scaler = rows_scaler(parts, d, standardize, with_codes(kernel.raw_columns, source), client)
     with _own_units(standardize, m.name):
         model, result = m.fit_fn(Rows(parts, d, scaler, client), None, kernel, **options)
     if model.n < 2:

@@ -71,6 +71,7 @@ def model_info(path: str | os.PathLike) -> dict[str, Any]:
             "method": pred.choice.method, "options": dict(pred.choice.options),
             "reason": pred.choice.reason},
         "data_quality": _quality(pred, saved, names),
+        "columns": pred.inputs.lines() if hasattr(pred.inputs, "lines") else None,
         "hyperparameters": hyperparameters(pred),
         "other_parameters": {k: list(p.shape) for k, p in _others(pred.model).items()},
     }
@@ -164,7 +165,7 @@ def _others(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def _column_names(pred: Predictor) -> list[str]:
-    return list(pred.feature_names or [f"x{j}" for j in range(pred.n_features)])
+    return list(pred.input_names or [f"x{j}" for j in range(pred.n_features)])
 
 
 def _kernel_text(cfg: Any) -> str | None:
@@ -241,6 +242,8 @@ def info_text(info: dict[str, Any]) -> str:
         "hyperparameters in the data's units (lengths in each input column's units, "
         "variances in the target's units squared):",
     ]
+    if info.get("columns"):
+        lines[-2:-2] = [f"column   {line}" for line in info["columns"]]
     picked = info.get("picked_by_auto")
     if picked:
         lines[2:2] = [f"auto     picked {picked['method']}: {picked['reason']}"]

@@ -18,7 +18,7 @@ from ..kernels import KERNELS
 from ..plan import AUTO, Plan, PlanError, make_plan
 from .stdio import STDIO
 
-__all__ = ["UsageError", "PREDICT_COLUMNS", "count", "quantiles", "quantile_column",
+__all__ = ["UsageError", "PREDICT_COLUMNS", "count", "names", "quantiles", "quantile_column",
            "method_help", "check_usage", "fit_plan"]
 
 #: output columns of ``gpscale predict`` besides ``--keep`` and ``--quantiles``
@@ -47,6 +47,15 @@ def count(least: int):
 
     parse.__name__ = "count"
     return parse
+
+
+def names(text: str) -> list[str]:
+    """``a,b`` -> ["a", "b"] (column names, stripped of spaces)."""
+    out = [part.strip() for part in text.split(",")]
+    if not all(out):
+        raise argparse.ArgumentTypeError(f"expected column names separated by commas, got "
+                                         f"{text!r}")
+    return out
 
 
 def quantiles(text: str) -> list[float]:
