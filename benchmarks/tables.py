@@ -194,7 +194,7 @@ def _run_child(*args) -> dict:
 
 @register("tables", help="four real tables fitted as they come (gpscale auto) vs "
           "HistGradientBoosting with native categories and OLS on one-hot codes",
-          add_arguments=_arguments)
+          add_arguments=_arguments, plot=lambda *a: _plot(*a))
 def run(args, rec) -> None:
     tables = args.tables or list(TABLES)
     methods = args.methods or list(METHODS)
@@ -257,3 +257,23 @@ def _summarise(rec, per_table) -> None:
     rec.target("95% coverage (max over tables)", f["coverage_max"], 0.97)
     if not math.isfinite(f["rmse_ratio_max"] or math.nan):
         rec.note("no RMSE ratio: a gpscale or HGB fit failed (see the fit rows' error)")
+
+
+def _plot(fig, records, summary) -> None:
+    rows = [r for r in records if r.get("kind") == "table"]
+    left, right = fig.subplots(1, 2)
+    names = [r["table"] for r in rows]
+    for i, m in enumerate(("gpscale-auto", "ols-onehot")):
+        ratio = [(r.get(f"{m}_rmse") or math.nan) / (r.get("hgb_rmse") or math.nan)
+                 for r in rows]
+        left.bar(np.arange(len(rows)) + 0.4 * i, ratio, width=0.4, label=m)
+    left.axhline(1.03, color="k", lw=0.8, ls="--")
+    left.set_xticks(np.arange(len(rows)) + 0.2, names, rotation=30)
+    left.set_ylabel("test RMSE / HGB's")
+    left.legend()
+    cover = [r.get("gpscale-auto_coverage95") or math.nan for r in rows]
+    right.bar(names, cover)
+    right.axhspan(0.93, 0.97, color="g", alpha=0.2)
+    right.set_ylim(0.8, 1.0)
+    right.set_ylabel("gpscale 95% interval coverage")
+    right.tick_params(axis="x", rotation=30)
