@@ -158,6 +158,16 @@ class TableEncoding:
             start += c.width
         return out
 
+    def category_blocks(self) -> list[list[int]]:
+        """The columns of X holding each categorical column's one-hot block (for
+        :func:`gpscale.kernels.mixed_kernel`)."""
+        out, start = [], 0
+        for c in self.codes:
+            if c.kind == "category":
+                out.append(list(range(start, start + c.width)))
+            start += c.width
+        return out
+
     def code(self, name: str) -> ColumnCode:
         return next(c for c in self.codes if c.name == name)
 
