@@ -27,8 +27,10 @@ def test_values_are_one_on_a_level_and_rho_across(levels, theta):
     k = Exchangeable(theta)
     want = np.array([[1.0 if a == b else np.exp(-theta) for b in levels] for a in levels])
     np.testing.assert_allclose(k(X).detach().numpy(), want, rtol=1e-14, atol=1e-15)
-    np.testing.assert_allclose(k.diag(X).numpy(), 1.0)
+    np.testing.assert_allclose(k.diag(X).detach().numpy(), 1.0, rtol=1e-15)
     assert np.linalg.eigvalsh(k(X).detach().numpy()).min() > -1e-12  # PSD
+    Z = torch.rand(5, 4, dtype=torch.float64)  # rows that are not one-hot (inducing inputs)
+    torch.testing.assert_close(k.diag(Z), torch.diagonal(k(Z)), rtol=1e-14, atol=1e-15)
 
 
 def test_vjp_matches_autograd_also_in_a_product_with_rbf():

@@ -21,6 +21,7 @@ import gpscale
 from gpscale.io import open_source
 from gpscale.io.encoding import UnseenLevelWarning
 from gpscale.io.survey import MissingTargetWarning, survey
+from gpscale.kernels import Exchangeable
 
 pd = pytest.importorskip("pandas")
 
@@ -85,6 +86,11 @@ def test_an_id_column_is_refused_before_auto_chooses(tmp_path):
 def test_save_load_unseen_levels_and_a_missing_column(tmp_path):
     df = _frame()
     p = gpscale.fit(df, target="price", exclude=["id"], **FIT)
+    # the ARD default on a table with categories: one exchangeable factor per category
+    assert p.kernel_name == "rbf-ard x exchangeable"
+    assert any(isinstance(k, Exchangeable) for k in p.kernel.modules())
+    iso = gpscale.fit(df, target="price", exclude=["id"], kernel="rbf", **FIT)
+    assert not any(isinstance(k, Exchangeable) for k in iso.kernel.modules())
     path = p.save(tmp_path / "m.pt")
     q = gpscale.load(path)
     assert q.inputs == p.inputs and q.input_names == p.input_names
@@ -204,20 +210,23 @@ def test_estimator_takes_a_data_frame():
     assert est.score(X, y) > 0.5
 
 
-def test_cli_fits_and_predicts_a_raw_table_in_a_subprocess(tmp_path):
+def test_cli_fits_and_predicts_a_raw_table_in_a_subprocess(tmp_path, capsys, monkeypatch):
+    from gpscale import cli
+
     df = _frame(80)
     df.loc[5, "price"] = np.nan
     df.to_csv(tmp_path / "train.csv", index=False)
     test = df.drop(columns=["price"]).iloc[:10][["sold", "id", "city", "size"]]
     test.to_csv(tmp_path / "test.csv", index=False)
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["fit", "--data", "train.csv", "--target", "price", "--out", "m.pt"]) == 1
+    assert "--exclude id" in capsys.readouterr().err
     env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
 
     def run(*args):
         return subprocess.run([sys.executable, "-m", "gpscale.cli", *args], cwd=tmp_path,
                               env=env, capture_output=True, text=True, timeout=120)
 
-    refused = run("fit", "--data", "train.csv", "--target", "price", "--out", "m.pt")
-    assert refused.returncode == 1 and "--exclude id" in refused.stderr
     done = run("fit", "--data", "train.csv", "--target", "price", "--exclude", "id",
                "--max-iter", "5", "--out", "m.pt")
     assert done.returncode == 0, done.stderr
@@ -227,8 +236,8 @@ def test_cli_fits_and_predicts_a_raw_table_in_a_subprocess(tmp_path):
     assert pred.returncode == 0, pred.stderr
     out = pd.read_csv(tmp_path / "p.csv")
     assert list(out.columns) == ["id", "mean", "std"] and len(out) == 10
-    info = run("info", "m.pt")
-    assert "column   'city': category, 3 levels one-hot" in info.stdout
+    assert cli.main(["info", "m.pt"]) == 0
+    assert "column   'city': category, 3 levels one-hot" in capsys.readouterr().out
 
 
 def test_warnings_name_unseen_missing_values_in_a_column_without_them():

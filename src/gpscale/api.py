@@ -11,6 +11,7 @@ from typing import Any
 
 from . import kernels as _kernels
 from .io import Rows, Source, TrainingData, training_data
+from .io.inputs import table_kernel
 from .io.scaling import OWN_UNITS_ADVICE, rows_scaler, scaled_in_memory, with_codes
 from .kernels import Kernel
 from .methods import METHODS, Method, get_method, register_method
@@ -61,7 +62,7 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = "rb
     """
     data = training_data(X, y, target, columns=columns, exclude=exclude,
                          categorical=categorical)
-    k, kernel_name = resolve_kernel(kernel, data.num_features)
+    k, kernel_name = resolve_kernel(kernel, data.num_features, data.inputs)
     plan = make_plan(data, method, k, options=options, budget=budget,
                      scheduler=scheduler, workers=workers)
     return run(plan, data, k, kernel_name, standardize, scheduler, workers)
@@ -73,7 +74,7 @@ def choose(X: Any, y: Any = None, kernel: str | Kernel = "rbf-ard", *,
     method, the size options it sets and why. ``X``, ``y``, ``target`` as in :func:`fit`
     (for a CSV source, counting the rows costs a pass)."""
     data = training_data(X, y, target)
-    k = resolve_kernel(kernel, data.num_features)[0]
+    k = resolve_kernel(kernel, data.num_features, data.inputs)[0]
     return make_plan(data, "auto", k, budget=budget).choice
 
 
@@ -151,11 +152,15 @@ def _own_units(standardize: bool, method: str) -> Iterator[None]:
                          f"{OWN_UNITS_ADVICE}") from None
 
 
-def resolve_kernel(kernel: str | Kernel, d: int) -> tuple[Kernel, str]:
+def resolve_kernel(kernel: str | Kernel, d: int, inputs: Any = None) -> tuple[Kernel, str]:
     """(a fresh kernel for d input columns, its name): a name from
-    :data:`gpscale.kernels.KERNELS` built, or a :class:`Kernel` copied."""
+    :data:`gpscale.kernels.KERNELS` built (for a table with categorical columns
+    ``inputs``, an ARD name as :func:`gpscale.io.inputs.table_kernel` says), or a
+    :class:`Kernel` copied."""
     if isinstance(kernel, Kernel):
         return copy.deepcopy(kernel), type(kernel).__name__
+    if isinstance(kernel, str) and (table := table_kernel(kernel, d, inputs)) is not None:
+        return table
     if isinstance(kernel, str):
         return _kernels.make_kernel(kernel, d), kernel.lower()
     raise ValueError(f"kernel must be a name from {sorted(_kernels.KERNELS)} or a "

@@ -325,7 +325,7 @@ def _fit(args: argparse.Namespace) -> int:
                                      sequence=args.sequence, columns=args.columns,
                                      exclude=args.exclude, categorical=args.categorical)
     data = training_data(source)
-    k, kernel_name = api.resolve_kernel(kernel, data.num_features)
+    k, kernel_name = api.resolve_kernel(kernel, data.num_features, data.inputs)
     plan = fit_plan(args, data, k)
     if plan.choice is not None:
         _say(args, f"gpscale: --method auto picked {plan.choice}", stderr=True)

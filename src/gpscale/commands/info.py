@@ -30,7 +30,8 @@ __all__ = ["model_info", "info_text"]
 #: (owning class name or "*", parameter) -> unit: "x" (input column units), "y2"
 #: (variance in the target's units), "none" (no unit), "trained" (shown as trained)
 _UNITS = {("Periodic", "lengthscale"): "none", ("LocallyPeriodic", "lengthscale"): "trained",
-          ("Hamming", "lengthscale"): "none", ("*", "lengthscale"): "x",
+          ("Hamming", "lengthscale"): "none", ("Exchangeable", "theta"): "none",
+          ("*", "lengthscale"): "x",
           ("*", "period"): "x", ("*", "alpha"): "none", ("*", "noise"): "y2",
           ("Scale", "outputscale"): "y2", ("ScaledFeatures", "outputscale"): "y2"}
 

@@ -47,7 +47,9 @@ class Exchangeable(Kernel):
         return rho + (1.0 - rho) * self._same(X1, X2)
 
     def _diag(self, X: torch.Tensor) -> torch.Tensor:
-        return torch.ones(X.shape[0], dtype=self.theta.dtype, device=X.device)
+        # 1 on one-hot rows; exact also for rows that are not (e.g. inducing inputs)
+        rho = torch.exp(-self.theta)
+        return rho + (1.0 - rho) * ((X * X).sum(1) + (1.0 - X.sum(1)) ** 2)
 
     def vjp(self, X1, X2, G):  # noqa: D102 - see Kernel.vjp
         with torch.no_grad():
