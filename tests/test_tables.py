@@ -86,11 +86,7 @@ def test_an_id_column_is_refused_before_auto_chooses(tmp_path):
 def test_save_load_unseen_levels_and_a_missing_column(tmp_path):
     df = _frame()
     p = gpscale.fit(df, target="price", exclude=["id"], **FIT)
-    # the ARD default on a table with categories: one exchangeable factor per category
-    assert p.kernel_name == "rbf-ard x exchangeable"
-    assert any(isinstance(k, Exchangeable) for k in p.kernel.modules())
-    iso = gpscale.fit(df, target="price", exclude=["id"], kernel="rbf", **FIT)
-    assert not any(isinstance(k, Exchangeable) for k in iso.kernel.modules())
+    assert p.kernel_name == "rbf-ard"  # the default: ARD on the one-hot columns
     path = p.save(tmp_path / "m.pt")
     q = gpscale.load(path)
     assert q.inputs == p.inputs and q.input_names == p.input_names
@@ -104,6 +100,17 @@ def test_save_load_unseen_levels_and_a_missing_column(tmp_path):
     with pytest.raises(ValueError, match=r"\['size'\] not in"):
         q.predict(new.drop(columns=["size"]))
     assert "column 'size': number; missing values filled" in q.summary()
+
+
+def test_the_categorical_kernel_by_name_saves_and_loads(tmp_path):
+    df = _frame().drop(columns=["id"])
+    p = gpscale.fit(df, target="price", kernel="rbf-ard-cat", **FIT)
+    assert p.kernel_name == "rbf-ard-cat"
+    assert sum(isinstance(k, Exchangeable) for k in p.kernel.modules()) == 1
+    q = gpscale.load(p.save(tmp_path / "m.pt"))
+    np.testing.assert_allclose(q.predict(df), p.predict(df), rtol=1e-12)
+    with pytest.raises(ValueError, match="kernel 'rbf-ard-cat' is for tables with categ"):
+        gpscale.fit(df.drop(columns=["city"]), target="price", kernel="rbf-ard-cat", **FIT)
 
 
 def test_parquet_dictionary_and_pandas_category_give_the_same_model(tmp_path):

@@ -134,8 +134,10 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                      help="with --method auto: the time the fit may take, which sizes the "
                      "model auto picks")
     fit.add_argument("--kernel", default=None,
-                     help=f"kernel: {', '.join(KERNELS)} (default: rbf-ard; tanimoto with "
-                     "--smiles, hamming with --sequence)")
+                     help=f"kernel: {', '.join(KERNELS)}; for tables with categorical "
+                     "columns also rbf-ard-cat, matern52-ard-cat (ARD on the other columns "
+                     "times an exchangeable kernel per categorical column) (default: "
+                     "rbf-ard; tanimoto with --smiles, hamming with --sequence)")
     fit.add_argument("--max-iter", type=count(1), default=None, help="optimiser iterations")
     fit.add_argument("--restarts", type=count(0), default=None,
                      help="extra optimiser runs from perturbed starts")

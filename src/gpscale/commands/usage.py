@@ -14,6 +14,7 @@ from typing import Any
 
 from .. import api
 from ..io import file_format
+from ..io.inputs import TABLE_KERNELS
 from ..kernels import KERNELS
 from ..plan import AUTO, Plan, PlanError, make_plan
 from .stdio import STDIO
@@ -104,9 +105,10 @@ def check_usage(args: argparse.Namespace) -> None:
         raise UsageError(f"unknown method {args.name!r}; choose one of {sorted(api.METHODS)}")
     if args.command == "fit":
         _check_fit_values(args)
-        if args.kernel is not None and args.kernel.lower() not in KERNELS:
+        if args.kernel is not None and args.kernel.lower() not in {*KERNELS, *TABLE_KERNELS}:
             raise UsageError(f"unknown kernel {args.kernel!r}; choose one of "
-                             f"{sorted(KERNELS)}")
+                             f"{sorted(KERNELS)}, or for tables with categorical columns "
+                             f"{sorted(TABLE_KERNELS)}")
         if args.method != AUTO:  # auto's plan needs the data: made once they are open
             fit_plan(args)
     if args.command == "predict":
