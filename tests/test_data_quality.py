@@ -139,20 +139,22 @@ def test_rff_feature_count_that_cannot_fit_is_refused_before_any_work():
     assert time.perf_counter() - t0 < 5
 
 
-def test_non_numeric_column_advice_names_what_each_door_takes():
+def test_non_numeric_column_advice_names_what_each_door_takes(tmp_path):
     """Case 8: the advice named exclude= / features=, which neither gpscale.fit nor the
-    command line takes; it now says how to leave the columns out at each door, and the
-    way it names (open_source with exclude=) works."""
+    command line took; a text column is now a category, and text in a number column
+    names the flags each door takes (--exclude / exclude=, --categorical)."""
     import pandas as pd
 
     df = pd.DataFrame({"a": np.arange(10.0), "b": ["x"] * 10, "y": np.arange(10.0) ** 2})
+    assert open_source(df, target="y").encoding.names == ["a", "b=x"]
+    assert open_source(df, target="y", exclude=["b"]).num_features == 1
+    rows = "".join(f"{i},{i % 7}\n" for i in range(60_000))  # past pyarrow's first block
+    (tmp_path / "late.csv").write_text("a,y\n" + rows + "oops,3\n")
     with pytest.raises(ValueError) as err:
-        gpscale.fit(df, target="y")
+        gpscale.fit(str(tmp_path / "late.csv"), target="y")
     msg = str(err.value)
-    assert "gpscale.io.open_source(data, target=..., exclude=['b'])" in msg
-    assert "df.drop(columns=['b'])" in msg and "command line" in msg
-    src = open_source(df, target="y", exclude=["b"])
-    assert src.num_features == 1
+    assert "--exclude a" in msg and "exclude=['a'] in gpscale.fit" in msg
+    assert "--categorical a" in msg
 
 
 def test_the_planner_refuses_a_feature_count_that_cannot_fit_before_reading_rows(tmp_path):

@@ -8,7 +8,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from gpscale.io.batch import _float_column
+from gpscale.io.batch import float_column
 
 
 @pytest.mark.parametrize("values, type_", [
@@ -20,13 +20,13 @@ from gpscale.io.batch import _float_column
       decimal.Decimal("2"), decimal.Decimal("9.75")], pa.decimal128(5, 2)),
     ([None] * 6, pa.null()),
 ])
-def test_float_column_equals_to_numpy(values, type_):
+def testfloat_column_equals_to_numpy(values, type_):
     arr = pa.array(values, type=type_)
     for col in (arr, arr.slice(2), arr.slice(1, 3),
                 pa.chunked_array([arr.slice(0, 2), arr.slice(2)])):
         ref = pa.array(col.to_pylist(), type=type_).cast(pa.float64(), safe=False) \
             .to_numpy(zero_copy_only=False)
-        got = _float_column(col)
+        got = float_column(col)
         assert got.dtype == np.float64 and got.flags.writeable
         np.testing.assert_array_equal(got, ref)
 
@@ -37,7 +37,7 @@ def test_reading_a_csv_does_not_import_pandas(tmp_path):
     path.write_text("a,b,y\n1,2.5,3\n,4,5\n6,7,\n")
     code = ("import sys; from gpscale.io import training_data; "
             "import gpscale.io.batch as b, pyarrow.csv as c; "
-            f"t = c.read_csv({str(path)!r}); [b._float_column(t.column(k)) for k in 'aby']; "
+            f"t = c.read_csv({str(path)!r}); [b.float_column(t.column(k)) for k in 'aby']; "
             "print('pandas' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True)

@@ -11,7 +11,8 @@ from typing import Any
 
 from . import kernels as _kernels
 from .io import Rows, Source, TrainingData, training_data
-from .io.scaling import OWN_UNITS_ADVICE, rows_scaler, scaled_in_memory
+from .io.inputs import table_kernel
+from .io.scaling import OWN_UNITS_ADVICE, rows_scaler, scaled_in_memory, with_codes
 from .kernels import Kernel
 from .methods import METHODS, Method, get_method, register_method
 from .methods.auto import Choice
@@ -25,7 +26,9 @@ __all__ = ["fit", "load", "choose", "Choice", "Predictor", "register_method", "g
 
 
 def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = AUTO_KERNEL,
-        standardize: bool = True, *, target: str | None = None, scheduler: Any = None,
+        standardize: bool = True, *, target: str | None = None,
+        columns: list[str] | None = None, exclude: list[str] = (),
+        categorical: list[str] = (), scheduler: Any = None,
         workers: int | None = None, budget: float | None = None,
         **options: Any) -> Predictor:
     """Fit a GP to raw data and return a :class:`Predictor`.
@@ -33,7 +36,9 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = AUT
     The data: ``X`` (n, d) inputs and ``y`` (n,) targets in memory (numpy, nested lists,
     pandas, tensors); or ``X`` alone as a source of rows with ``target=`` naming the
     target column: a path, glob, directory or list of CSV / Parquet files, a pandas or
-    dask DataFrame, a :class:`gpscale.io.Source` (see :func:`gpscale.io.open_source`;
+    dask DataFrame, a :class:`gpscale.io.Source` (see :func:`gpscale.io.open_source`,
+    which also takes ``columns`` (the inputs), ``exclude`` and ``categorical``: a
+    table's text, category and date columns and missing values are encoded there;
     :func:`gpscale.io.open_strings` makes the inputs from a SMILES or sequence column,
     and the predictor then takes those strings).
 
@@ -60,8 +65,9 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = AUT
     (``Source.memory_bytes()`` tells how much). Every check of the request itself happens
     in :func:`gpscale.plan.make_plan` before any row is read for training.
     """
-    data = training_data(X, y, target)
-    k, kernel_name = resolve_kernel(kernel, data.num_features)
+    data = training_data(X, y, target, columns=columns, exclude=exclude,
+                         categorical=categorical)
+    k, kernel_name = resolve_kernel(kernel, data.num_features, data.inputs)
     plan = make_plan(data, method, k, options=options, budget=budget,
                      scheduler=scheduler, workers=workers,
                      kernel_auto=kernel_name == AUTO_KERNEL)
@@ -74,7 +80,7 @@ def choose(X: Any, y: Any = None, kernel: str | Kernel = AUTO_KERNEL, *,
     method, the size options it sets and why. ``X``, ``y``, ``target`` as in :func:`fit`
     (for a CSV source, counting the rows costs a pass)."""
     data = training_data(X, y, target)
-    k, name = resolve_kernel(kernel, data.num_features)
+    k, name = resolve_kernel(kernel, data.num_features, data.inputs)
     return make_plan(data, "auto", k, budget=budget, kernel_auto=name == AUTO_KERNEL).choice
 
 
@@ -139,7 +145,7 @@ def _fit_rows(m: Method, source: Source, kernel: Kernel, standardize: bool, clie
     statistics it needs, not the rows (``freeze``), read while the cluster is up."""
     d = source.num_features
     parts = tuple(source.partitions())
-    scaler = rows_scaler(parts, d, standardize, kernel.raw_columns, client)
+    scaler = rows_scaler(parts, d, standardize, with_codes(kernel.raw_columns, source), client)
     with _own_units(standardize, m.name):
         model, result = m.fit_fn(Rows(parts, d, scaler, client), None, kernel, **options)
     if model.n < 2:
@@ -166,16 +172,19 @@ def _own_units(standardize: bool, method: str) -> Iterator[None]:
                          f"{OWN_UNITS_ADVICE}") from None
 
 
-def resolve_kernel(kernel: str | Kernel, d: int) -> tuple[Kernel, str]:
+def resolve_kernel(kernel: str | Kernel, d: int, inputs: Any = None) -> tuple[Kernel, str]:
     """(a fresh kernel for d input columns, its name): a name from
-    :data:`gpscale.kernels.KERNELS` built, or a :class:`Kernel` copied. ``"auto"``: the
-    family is chosen from the data when the fit runs
-    (:mod:`gpscale.methods.kernel_choice`); until then its planning stand-in is the
+    :data:`gpscale.kernels.KERNELS` built (for a table with categorical columns
+    ``inputs``, an ARD name as :func:`gpscale.io.inputs.table_kernel` says), or a
+    :class:`Kernel` copied. ``"auto"``: the family is chosen from the data when the fit
+    runs (:mod:`gpscale.methods.kernel_choice`); until then its planning stand-in is the
     default family."""
     if isinstance(kernel, Kernel):
         return copy.deepcopy(kernel), type(kernel).__name__
     if isinstance(kernel, str) and kernel.lower() == AUTO_KERNEL:
         return _kernels.make_kernel(DEFAULT_KERNEL, d), AUTO_KERNEL
+    if isinstance(kernel, str) and (table := table_kernel(kernel, d, inputs)) is not None:
+        return table
     if isinstance(kernel, str):
         return _kernels.make_kernel(kernel, d), kernel.lower()
     raise ValueError(f"kernel must be 'auto', a name from {sorted(_kernels.KERNELS)} or a "

@@ -53,6 +53,7 @@ from .commands.usage import (
     count,
     fit_plan,
     method_help,
+    names,
     quantile_column,
     quantiles,
 )
@@ -133,9 +134,11 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                      help="with --method auto: the time the fit may take, which sizes the "
                      "model auto picks")
     fit.add_argument("--kernel", default=None,
-                     help=f"kernel: auto, {', '.join(KERNELS)} (default: auto, the family "
-                     "chosen from the data by exact and sgpr, rbf-ard for other methods; "
-                     "tanimoto with --smiles, hamming with --sequence)")
+                     help=f"kernel: auto, {', '.join(KERNELS)}; for tables with categorical "
+                     "columns also rbf-ard-cat, matern52-ard-cat (ARD on the other columns "
+                     "times an exchangeable kernel per categorical column) (default: auto, "
+                     "the family chosen from the data by exact and sgpr, rbf-ard for other "
+                     "methods; tanimoto with --smiles, hamming with --sequence)")
     fit.add_argument("--max-iter", type=count(1), default=None, help="optimiser iterations")
     fit.add_argument("--restarts", type=count(0), default=None,
                      help="extra optimiser runs from perturbed starts")
@@ -144,6 +147,14 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                      help="an option of the method, e.g. --option num_features=1024 "
                      "(repeatable; parsed by the type of the method's default; the "
                      "options: gpscale methods NAME)")
+    fit.add_argument("--columns", type=names, default=None, metavar="A,B,...",
+                     help="the input columns (default: every column but the target and "
+                     "--exclude); text, category and date columns and missing values are "
+                     "encoded (gpscale info shows how)")
+    fit.add_argument("--exclude", type=names, default=[], metavar="A,B,...",
+                     help="columns to leave out (e.g. an id)")
+    fit.add_argument("--categorical", type=names, default=[], metavar="A,B,...",
+                     help="integer-coded columns to read as categories (text columns are)")
     fit.add_argument("--smiles", metavar="COLUMN", default=None,
                      help="the inputs are Morgan count fingerprints of this column's SMILES "
                      "(reaction SMILES A.B>>C: reactant and product counts side by side); "
@@ -314,9 +325,10 @@ def _fit(args: argparse.Namespace) -> int:
         raise ValueError("--out - would write a binary model file to the terminal; "
                          "redirect stdout (> model.pt) or give a file name")
     source, kernel = training_source(args.data, args.target, args.kernel, smiles=args.smiles,
-                                     sequence=args.sequence)
+                                     sequence=args.sequence, columns=args.columns,
+                                     exclude=args.exclude, categorical=args.categorical)
     data = training_data(source)
-    k, kernel_name = api.resolve_kernel(kernel, data.num_features)
+    k, kernel_name = api.resolve_kernel(kernel, data.num_features, data.inputs)
     plan = fit_plan(args, data, k, kernel_auto=kernel_name == "auto")
     if plan.choice is not None:
         _say(args, f"gpscale: --method auto picked {plan.choice}", stderr=True)

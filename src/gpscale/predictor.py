@@ -8,7 +8,8 @@ subclass, ``model_options`` holds its ``to_config()``, ``state_dict`` its
 version 2 keeps a feature model's statistics (ΦᵀΦ, Φᵀy, yᵀy, n) and a GRIEF model's
 grid instead of the training rows; version 1 files, which hold the rows, still load.
 ``inputs`` (absent from older files) holds how the inputs were made from a string
-column (:class:`gpscale.io.inputs.StringInputs`), None for numeric columns.
+column (:class:`gpscale.io.inputs.StringInputs`) or from a table's columns
+(:class:`gpscale.io.encoding.TableEncoding`), None for numeric columns.
 ``written_by`` (absent from older files) names the gpscale version that wrote the file.
 """
 
@@ -27,8 +28,9 @@ from torch import nn
 
 from . import kernels as _kernels
 from .files import atomic_bytes
+from .io.encoding import TableEncoding
 from .io.given import column_names, writable
-from .io.inputs import StringInputs
+from .io.inputs import StringInputs, inputs_from_state, table_inputs
 from .kernels import Kernel
 from .methods import METHODS
 from .methods.auto import Choice
@@ -51,14 +53,16 @@ class Predictor:
     def __init__(self, model: nn.Module, scaler: Standardizer, result: FitResult,
                  method: str, kernel_name: str, standardize: bool = True,
                  feature_names: list[str] | None = None,
-                 target_name: str | None = None, inputs: StringInputs | None = None,
+                 target_name: str | None = None,
+                 inputs: StringInputs | TableEncoding | None = None,
                  choice: Choice | None = None,
                  kernel_choice: KernelChoice | None = None) -> None:
         self.model, self.scaler, self.result = model, scaler, result
         self.method, self.kernel_name, self.standardize = method, kernel_name, standardize
         #: input column names and target name, when the training data had them
         self.feature_names, self.target_name = feature_names, target_name
-        #: how the inputs were made from a string column (SMILES, sequences), or None
+        #: how the inputs were made from a string column (SMILES, sequences) or from a
+        #: table's columns (categories, dates, missing values), or None
         self.inputs = inputs
         #: what method="auto" picked and why (gpscale.methods.auto.Choice), else None
         self.choice = choice
@@ -71,12 +75,20 @@ class Predictor:
         return int(np.asarray(self.scaler.x_mean).shape[0])
 
     @property
+    def input_names(self) -> list[Any] | None:
+        """The names of X's columns: a table's encoded columns (e.g. ``city=Austin``),
+        else the input columns'."""
+        if isinstance(self.inputs, TableEncoding):
+            return self.inputs.names
+        return self.feature_names
+
+    @property
     def kernel(self) -> Kernel | None:
         return getattr(self.model, "kernel", None)  # feature-space models have none
 
     def match_columns(self, names: list[Any], what: str = "X") -> list[Any]:
-        """``names`` (minus the target) reordered to the training inputs' order, after
-        checking that they are exactly those; ValueError listing the differences.
+        """The training inputs among ``names`` (minus the target), in their training
+        order; other columns are left out; ValueError naming the inputs missing.
         Names match as they are (``0`` is not ``"0"``), except that all-text names (a
         file's header) match a model trained on non-text names by their text."""
         trained = [*(self.feature_names or []), self.target_name]
@@ -92,16 +104,17 @@ class Predictor:
         given = {key(c): c for c in names}
         want = [key(c) for c in self.feature_names]
         missing = [c for c, k in zip(self.feature_names, want) if k not in given]
-        extra = [c for k, c in given.items() if k not in set(want)]
-        if missing or extra:
+        if missing:
             raise ValueError(f"the columns of {what} do not match the model's inputs "
-                             f"{self.feature_names} (matched by name): missing {missing}, "
-                             f"unexpected {extra}. Rename or select the columns; pass a "
-                             "plain array to match them by position")
+                             f"{self.feature_names} (matched by name): missing {missing}. "
+                             "Rename or add the columns; pass a plain array to match them "
+                             "by position")
         return [given[k] for k in want]
 
     def _inputs(self, X: Any) -> np.ndarray:
-        if self.inputs is not None and (strings := self._strings(X)) is not None:
+        if isinstance(self.inputs, TableEncoding) and column_names(X) is not None:
+            return table_inputs(self.inputs, X)
+        if isinstance(self.inputs, StringInputs) and (strings := self._strings(X)) is not None:
             return self.inputs.transform(strings, lambda i: f"X[{i}]")
         names = column_names(X)
         if names is not None and self.feature_names is not None:
@@ -166,8 +179,10 @@ class Predictor:
         """The training data's quality findings (:mod:`gpscale.quality`), one
         ``data quality:`` line each; empty when there are none or no report."""
         q = getattr(self.scaler, "quality", None)
-        found = q.lines(self.feature_names) if q is not None else []
-        return "".join(f"data quality: {line}\n" for line in found)
+        found = q.lines(self.input_names) if q is not None else []
+        table = self.inputs.lines() if isinstance(self.inputs, TableEncoding) else []
+        return "".join([*(f"column {line}\n" for line in table),
+                        *(f"data quality: {line}\n" for line in found)])
 
     def __repr__(self) -> str:
         return (f"Predictor(method={self.method!r}, kernel={self.kernel_name!r}, "
@@ -340,11 +355,12 @@ def _scaler(state: dict[str, Any], path: Path) -> Standardizer:
 
 
 def _string_inputs(state: Any, path: Path) -> StringInputs | None:
-    """The saved :class:`StringInputs` (files before them have none)."""
+    """The saved :class:`StringInputs` or :class:`TableEncoding` (files before them have
+    none)."""
     if state is None:
         return None
     try:
-        return StringInputs.from_state(state)
+        return inputs_from_state(state)
     except (TypeError, ValueError) as err:
         raise ValueError(f"{str(path)!r}: its string-input settings cannot be read ({err}); "
                          "fit the model again") from None

@@ -21,7 +21,7 @@ except ImportError as err:  # validate_data is new in scikit-learn 1.6
 from . import api
 from .kernels import Kernel
 
-__all__ = ["GPRegressor"]
+__all__ = ["GPRegressor", "is_table"]
 
 
 class GPRegressor(RegressorMixin, BaseEstimator):
@@ -83,11 +83,23 @@ class GPRegressor(RegressorMixin, BaseEstimator):
         return opts
 
     def fit(self, X: Any, y: Any) -> GPRegressor:
-        """Learn the hyperparameters on (X, y); returns self."""
-        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64,
-                             ensure_min_samples=2)
-        self.predictor_ = api.fit(X, y, method=self.method, kernel=self.kernel,
-                                  standardize=self.standardize, **self._method_options())
+        """Learn the hyperparameters on (X, y); returns self. A pandas DataFrame with
+        text, category or date columns or missing values is encoded as a table
+        (:mod:`gpscale.io.encoding`), and ``predict`` then takes such frames."""
+        self.table_ = is_table(X)
+        if self.table_:
+            validate_data(self, X, y, y_numeric=True, dtype=None, ensure_all_finite=False,
+                          ensure_min_samples=2)
+            target = _unused_name(X)
+            frame = X.assign(**{target: np.asarray(y, dtype=np.float64).reshape(-1)})
+            self.predictor_ = api.fit(frame, target=target, method=self.method,
+                                      kernel=self.kernel, standardize=self.standardize,
+                                      **self._method_options())
+        else:
+            X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64,
+                                 ensure_min_samples=2)
+            self.predictor_ = api.fit(X, y, method=self.method, kernel=self.kernel,
+                                      standardize=self.standardize, **self._method_options())
         history = self.predictor_.result.history
         self.n_iter_ = int(history[-1].get("iter", len(history))) if history else 0
         return self
@@ -98,5 +110,30 @@ class GPRegressor(RegressorMixin, BaseEstimator):
         """Predictive mean (and, with ``return_std``, the predictive standard deviation
         of a new observation, noise included) at X."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        if getattr(self, "table_", False):
+            if not hasattr(X, "columns"):
+                raise ValueError("this model was fit on a DataFrame of table columns; "
+                                 "predict takes a DataFrame with those columns")
+            validate_data(self, X, reset=False, dtype=None, ensure_all_finite=False)
+        else:
+            X = validate_data(self, X, reset=False, dtype=np.float64)
         return self.predictor_.predict(X, return_std=return_std)
+
+
+def is_table(X: Any) -> bool:
+    """Whether ``X`` is a pandas DataFrame that is not plain numbers: a text, category,
+    date or other non-numeric column, or a missing value."""
+    dtypes = getattr(X, "dtypes", None)
+    if dtypes is None or not hasattr(X, "isna") or not hasattr(dtypes, "__iter__"):
+        return False
+    if any(getattr(dt, "kind", "O") not in "biuf" or dt.name == "category" for dt in dtypes):
+        return True
+    return bool(X.isna().to_numpy().any())
+
+
+def _unused_name(X: Any) -> str:
+    """A column name for the target that is not one of X's."""
+    name, taken = "target", {str(c) for c in X.columns}
+    while name in taken:
+        name = "_" + name
+    return name

@@ -30,7 +30,8 @@ __all__ = ["model_info", "info_text"]
 #: (owning class name or "*", parameter) -> unit: "x" (input column units), "y2"
 #: (variance in the target's units), "none" (no unit), "trained" (shown as trained)
 _UNITS = {("Periodic", "lengthscale"): "none", ("LocallyPeriodic", "lengthscale"): "trained",
-          ("Hamming", "lengthscale"): "none", ("*", "lengthscale"): "x",
+          ("Hamming", "lengthscale"): "none", ("Exchangeable", "theta"): "none",
+          ("*", "lengthscale"): "x",
           ("*", "period"): "x", ("*", "alpha"): "none", ("*", "noise"): "y2",
           ("Scale", "outputscale"): "y2", ("ScaledFeatures", "outputscale"): "y2"}
 
@@ -76,6 +77,7 @@ def model_info(path: str | os.PathLike) -> dict[str, Any]:
             "scores": {k: _num(v) for k, v in pred.kernel_choice.scores.items()},
             "seconds": _num(pred.kernel_choice.seconds)},
         "data_quality": _quality(pred, saved, names),
+        "columns": pred.inputs.lines() if hasattr(pred.inputs, "lines") else None,
         "hyperparameters": hyperparameters(pred),
         "other_parameters": {k: list(p.shape) for k, p in _others(pred.model).items()},
     }
@@ -169,7 +171,7 @@ def _others(model: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def _column_names(pred: Predictor) -> list[str]:
-    return list(pred.feature_names or [f"x{j}" for j in range(pred.n_features)])
+    return list(pred.input_names or [f"x{j}" for j in range(pred.n_features)])
 
 
 def _kernel_text(cfg: Any) -> str | None:
@@ -246,6 +248,8 @@ def info_text(info: dict[str, Any]) -> str:
         "hyperparameters in the data's units (lengths in each input column's units, "
         "variances in the target's units squared):",
     ]
+    if info.get("columns"):
+        lines[-2:-2] = [f"column   {line}" for line in info["columns"]]
     picked = info.get("picked_by_auto")
     if picked:
         lines[2:2] = [f"auto     picked {picked['method']}: {picked['reason']}"]

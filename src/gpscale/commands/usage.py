@@ -14,11 +14,12 @@ from typing import Any
 
 from .. import api
 from ..io import file_format
+from ..io.inputs import TABLE_KERNELS
 from ..kernels import KERNELS
 from ..plan import AUTO, Plan, PlanError, make_plan
 from .stdio import STDIO
 
-__all__ = ["UsageError", "PREDICT_COLUMNS", "count", "quantiles", "quantile_column",
+__all__ = ["UsageError", "PREDICT_COLUMNS", "count", "names", "quantiles", "quantile_column",
            "method_help", "check_usage", "fit_plan"]
 
 #: output columns of ``gpscale predict`` besides ``--keep`` and ``--quantiles``
@@ -47,6 +48,15 @@ def count(least: int):
 
     parse.__name__ = "count"
     return parse
+
+
+def names(text: str) -> list[str]:
+    """``a,b`` -> ["a", "b"] (column names, stripped of spaces)."""
+    out = [part.strip() for part in text.split(",")]
+    if not all(out):
+        raise argparse.ArgumentTypeError(f"expected column names separated by commas, got "
+                                         f"{text!r}")
+    return out
 
 
 def quantiles(text: str) -> list[float]:
@@ -95,9 +105,10 @@ def check_usage(args: argparse.Namespace) -> None:
         raise UsageError(f"unknown method {args.name!r}; choose one of {sorted(api.METHODS)}")
     if args.command == "fit":
         _check_fit_values(args)
-        if args.kernel is not None and args.kernel.lower() not in KERNELS:
+        if args.kernel is not None and args.kernel.lower() not in {*KERNELS, *TABLE_KERNELS}:
             raise UsageError(f"unknown kernel {args.kernel!r}; choose one of "
-                             f"{sorted(KERNELS)}")
+                             f"{sorted(KERNELS)}, or for tables with categorical columns "
+                             f"{sorted(TABLE_KERNELS)}")
         if args.method != AUTO:  # auto's plan needs the data: made once they are open
             fit_plan(args)
     if args.command == "predict":

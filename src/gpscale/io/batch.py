@@ -13,6 +13,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -20,27 +21,39 @@ import pyarrow.compute as pc
 
 from .csvlines import lines_of_rows
 
-__all__ = ["Batch", "Columns", "Origin", "Partition", "rechunk"]
+__all__ = ["Batch", "Columns", "Origin", "Partition", "rechunk", "float_column"]
 
 
 @dataclass(frozen=True)
 class Columns:
     """The columns a partition reads: inputs, target (None for prediction inputs) and
     ``keep`` (carried along unconverted, e.g. ids to copy into predictions). ``named``
-    is False for plain arrays, whose "names" are labels such as ``X[:, 2]``."""
+    is False for plain arrays, whose "names" are labels such as ``X[:, 2]``. ``encoding``
+    (a :class:`gpscale.io.encoding.TableEncoding`): how the input columns of a table
+    become X, None when they are numbers read as they are."""
 
     features: tuple[str, ...]
     target: str | None = None
     keep: tuple[str, ...] = ()
     named: bool = True
+    encoding: Any = None
 
     @property
     def numeric(self) -> tuple[str, ...]:
-        return self.features + (() if self.target is None else (self.target,))
+        """The columns read as numbers: the inputs of kind ``number`` and the target."""
+        inputs = self.features if self.encoding is None else tuple(
+            c.name for c in self.encoding.codes if c.kind == "number")
+        return inputs + (() if self.target is None else (self.target,))
+
+    @property
+    def width(self) -> int:
+        """The number of columns of X."""
+        return len(self.features) if self.encoding is None else self.encoding.num_features
 
     @property
     def all(self) -> tuple[str, ...]:
-        return self.numeric + tuple(k for k in self.keep if k not in self.numeric)
+        read = self.features + (() if self.target is None else (self.target,))
+        return read + tuple(k for k in self.keep if k not in read)
 
     def label(self, name: str) -> str:
         return repr(name) if self.named else name
@@ -164,7 +177,7 @@ def _flat(col: pa.Array | pa.ChunkedArray) -> pa.Array:
     return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
 
 
-def _float_column(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
+def float_column(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     """The column as a new float64 array, nulls as NaN, read from its Arrow buffers
     (``Array.to_numpy`` and ``fill_null`` would import pandas, which nothing else in a
     fit from a CSV file needs)."""
@@ -183,11 +196,14 @@ def _float_column(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
 
 
 def arrow_batch(table: pa.RecordBatch | pa.Table, cols: Columns, origin: Origin) -> Batch:
-    """The columns ``cols`` of ``table`` as a checked :class:`Batch`."""
+    """The columns ``cols`` of ``table`` as a checked :class:`Batch` (through
+    ``cols.encoding`` when the table needs one)."""
+    if cols.encoding is not None:
+        return cols.encoding.batch(table, cols, origin)
     X = np.empty((table.num_rows, len(cols.features)))
     for j, name in enumerate(cols.features):
-        X[:, j] = _float_column(table.column(name))
-    y = None if cols.target is None else _float_column(table.column(cols.target))
+        X[:, j] = float_column(table.column(name))
+    y = None if cols.target is None else float_column(table.column(cols.target))
     check_finite(X, y, cols, origin)
     return Batch(X, y, {k: _flat(table.column(k)) for k in cols.keep})
 
@@ -232,15 +248,12 @@ def text_error(origin: Origin, cols: Columns, found: dict[str, tuple[int, object
 
 
 def _leave_out(names: list[str]) -> str:
-    """How to leave columns out, at each door as it really is: ``gpscale fit`` and
-    ``gpscale.fit`` read every column but the target (neither takes a column list); the
-    source API does."""
+    """How to leave columns out, or read them as categories, at each door."""
     if not names:
         return "Check the target column, or name another one"
     listed = ", ".join(repr(c) for c in names)
-    return (f"gpscale fit (the command line) and gpscale.fit(data, target=...) read every "
-            f"column but the target, so write the data without them (in pandas: "
-            f"df.drop(columns=[{listed}])), or open the data with "
-            f"gpscale.io.open_source(data, target=..., exclude=[{listed}]) and pass that "
-            "source to gpscale.fit. A SMILES or sequence column can be the inputs: "
-            "--smiles / --sequence COLUMN (gpscale.io.open_strings in Python)")
+    return (f"Leave them out with --exclude {','.join(names)} on the command line "
+            f"(exclude=[{listed}] in gpscale.fit and gpscale.io.open_source), or read them "
+            f"as categories with --categorical {','.join(names)} (categorical=[{listed}]). "
+            "A SMILES or sequence column can be the inputs: --smiles / --sequence COLUMN "
+            "(gpscale.io.open_strings in Python)")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import csv
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -44,6 +44,9 @@ class CsvHeader:
     has_rows: bool
     block: int = 0  # a block size (bytes) that held the first rows
     stamp: Fingerprint | None = None  # the file when its header was read
+    #: each column's type as pyarrow infers it from the first block, and a few values
+    types: dict[str, pa.DataType] = field(default_factory=dict)
+    sample: dict[str, list] = field(default_factory=dict)
 
 
 def read_header(path: str) -> CsvHeader:
@@ -59,9 +62,10 @@ def read_header(path: str) -> CsvHeader:
                                  convert_options=pv.ConvertOptions(null_values=NULL_VALUES))
             raw = tuple(reader.schema.names)
             try:
-                has_rows = reader.read_next_batch().num_rows > 0
+                first = reader.read_next_batch()
             except StopIteration:
-                has_rows = False
+                first = None
+            has_rows = first is not None and first.num_rows > 0
             break
         except pa.ArrowInvalid as err:
             if "newlines_in_values" in str(err) and not multiline:
@@ -78,7 +82,10 @@ def read_header(path: str) -> CsvHeader:
     if dupes or "" in names:
         raise ValueError(f"{path!r}: column names must be unique and non-empty "
                          f"(duplicated: {dupes}{', and an empty name' if '' in names else ''})")
-    return CsvHeader(names, raw, has_rows, block, stamp)
+    types = {n: t for n, t in zip(names, reader.schema.types)}
+    sample = {n: first.column(i).slice(0, 64).to_pylist() if first is not None else []
+              for i, n in enumerate(names)}
+    return CsvHeader(names, raw, has_rows, block, stamp, types, sample)
 
 
 def _input(path: str) -> str | pa.NativeFile:
@@ -125,20 +132,29 @@ class CsvPartition(Partition):
         yield from rechunk(self._converted(rows), rows)
 
     def _converted(self, rows: int) -> Iterator[Batch]:
+        done = 0
+        for rb in self.tables():
+            yield arrow_batch(rb, self.cols, self.origin.shifted(done))
+            done += rb.num_rows
+
+    def tables(self, rows: int = 0) -> Iterator[pa.RecordBatch]:
+        """The file's columns of ``cols`` as Arrow record batches (of the reader's block
+        size, whatever ``rows``), as read: numbers as
+        float64, the other columns as strings (missing values null)."""
         shown = {r: c for c, r in self.raw.items()}
         done = 0
         for rb in self._stream(self._convert(text=False)):
-            rb = rb.rename_columns([shown[n] for n in rb.schema.names])
-            yield arrow_batch(rb, self.cols, self.origin.shifted(done))
+            yield rb.rename_columns([shown[n] for n in rb.schema.names])
             done += rb.num_rows
-        self._rows = done
+        if self.cols.encoding is None or self.cols.encoding.dropped == 0:
+            self._rows = done  # (rows whose target is missing are not counted)
 
     def _convert(self, text: bool) -> pv.ConvertOptions:
         numeric = {self.raw[c]: pa.string() if text else pa.float64() for c in self.cols.numeric}
-        keep = {self.raw[k]: pa.string() for k in self.cols.keep if k not in self.cols.numeric}
+        other = {self.raw[k]: pa.string() for k in self.cols.all if k not in self.cols.numeric}
         return pv.ConvertOptions(include_columns=[self.raw[c] for c in self.cols.all],
-                                 column_types={**numeric, **keep}, null_values=NULL_VALUES,
-                                 strings_can_be_null=text)
+                                 column_types={**numeric, **other}, null_values=NULL_VALUES,
+                                 strings_can_be_null=text or self.cols.encoding is not None)
 
     def _stream(self, convert: pv.ConvertOptions) -> Iterator[pa.RecordBatch]:
         """Record batches. A quoted field spanning lines, or a row longer than the block,

@@ -57,6 +57,10 @@ class DaskPartition(Partition):
         self.rows = part.num_rows
         yield from part.batches(rows)
 
+    def tables(self, rows: int = 65_536) -> Iterator[Any]:
+        """The block's columns as Arrow tables (a data-frame block)."""
+        yield from self.materialise().tables(rows)
+
 
 def count_rows(parts: list[Partition]) -> None:
     """Compute the unknown lengths of the dask partitions among ``parts`` together."""

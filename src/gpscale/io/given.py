@@ -8,6 +8,7 @@ This module is the one place that looks at what type the training data are.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -76,21 +77,27 @@ class TrainingData:
         return None if self.pair is not None else self.source.inputs
 
 
-def training_data(X: Any, y: Any = None, target: str | None = None) -> TrainingData:
+def training_data(X: Any, y: Any = None, target: str | None = None, *,
+                  columns: Sequence[str] | None = None, exclude: Sequence[str] = (),
+                  categorical: Sequence[str] = ()) -> TrainingData:
     """The rows of ``X`` and ``y`` (arrays, tensors, pandas objects in memory), or of
     ``X`` alone (a :class:`Source`, paths, a data frame, a dask collection) with
-    ``target`` naming its target column."""
+    ``target`` naming its target column and ``columns``, ``exclude``, ``categorical``
+    choosing and reading its inputs (:func:`gpscale.io.open_source`)."""
+    named = columns is not None or bool(exclude) or bool(categorical)
     if isinstance(X, Source):
-        if y is not None or target is not None:
-            raise ValueError("a Source carries its own target: pass it alone (no y, no "
-                             "target=)")
+        if y is not None or target is not None or named:
+            raise ValueError("a Source carries its own target and columns: pass it alone "
+                             "(no y, target=, columns=, exclude=, categorical=)")
         return TrainingData(X, None, X.feature_names, X.target_name)
     if y is None:
-        source = open_source(X, target=target)
+        source = open_source(X, target=target, columns=columns, exclude=exclude,
+                             categorical=categorical)
         return TrainingData(source, None, source.feature_names, source.target_name)
-    if target is not None:
-        raise ValueError("target= names the target column of a file or data frame given as "
-                         "X alone; with X and y in memory leave it out")
+    if target is not None or named:
+        raise ValueError("target=, columns=, exclude= and categorical= name columns of a "
+                         "file or data frame given as X alone; with X and y in memory leave "
+                         "them out")
     return TrainingData(None, (writable(X), writable(y)), column_names(X), _series_name(y))
 
 

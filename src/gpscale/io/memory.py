@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from .batch import Batch, Columns, Origin, Partition, check_finite, text_error
+from .batch import Batch, Columns, Origin, Partition, arrow_batch, check_finite, text_error
 
 __all__ = ["ArrayPartition", "FramePartition", "as_float_array", "check_frame_types",
            "frame_matrix"]
@@ -110,6 +110,12 @@ class FramePartition(Partition):
         if rows < 1:
             raise ValueError(f"rows must be a positive number of rows per chunk, got {rows}")
         check_frame_types(self.frame, self.cols, self.origin)
+        if self.cols.encoding is not None:
+            done = 0
+            for t in self.tables(rows):
+                yield arrow_batch(t, self.cols, self.origin.shifted(done))
+                done += t.num_rows
+            return
         for a in range(0, self.num_rows, rows):
             sub = self.frame.iloc[a:a + rows]
             where = self.origin.shifted(a)
@@ -120,3 +126,30 @@ class FramePartition(Partition):
             check_finite(X, y, self.cols, where)
             keep = {k: pa.Array.from_pandas(sub[k]) for k in self.cols.keep}
             yield Batch(X, y, keep)
+
+    def tables(self, rows: int = 65_536) -> Iterator[pa.Table]:
+        """The frame's columns of ``cols`` as Arrow tables (NaN and None as nulls,
+        ``category`` columns as dictionaries, ``datetime64`` as timestamps)."""
+        names = list(self.cols.all)
+        for a in range(0, self.num_rows, rows):
+            sub = self.frame.iloc[a:a + rows][names]
+            try:
+                yield pa.Table.from_pandas(sub, preserve_index=False)
+            except (pa.ArrowInvalid, pa.ArrowTypeError) as err:
+                raise mixed_error(sub, self.origin.shifted(a), err) from None
+
+
+def mixed_error(frame: Any, origin: Origin, err: Exception) -> ValueError:
+    """A column of ``frame`` that Arrow cannot hold as one type: named, with two of its
+    value types."""
+    for c in frame.columns:
+        try:
+            pa.Array.from_pandas(frame[c])
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            kinds = sorted({type(v).__name__ for v in frame[c].dropna()})
+            return ValueError(f"column {c!r} of {origin.name} mixes value types "
+                              f"({', '.join(kinds)}): make it one type "
+                              f"(df[{c!r}].astype(str) for a category, "
+                              f"pd.to_numeric(df[{c!r}], errors='coerce') for a number), or "
+                              f"leave it out with exclude=[{c!r}]")
+    return ValueError(f"could not read {origin.name} as a table ({err})")

@@ -8,8 +8,8 @@ memory while reading is bounded by the buffers and one chunk, not by the row gro
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -17,7 +17,7 @@ import pyarrow.parquet as pq
 from .batch import Batch, Columns, Origin, Partition, arrow_batch, numeric_type, rechunk, text_error
 from .fingerprint import Fingerprint
 
-__all__ = ["ParquetInfo", "ParquetPartition", "read_info"]
+__all__ = ["ParquetInfo", "ParquetPartition", "read_info", "first_values"]
 
 #: bytes read at a time from a column chunk (pages are streamed, not the whole chunk)
 _BUFFER = 1 << 20
@@ -32,6 +32,8 @@ class ParquetInfo:
     types: dict[str, pa.DataType]
     group_rows: tuple[int, ...]
     stamp: Fingerprint | None = None
+    #: a few values of the text columns (to tell dates among strings)
+    sample: dict[str, list] = field(default_factory=dict)
 
 
 def read_info(path: str) -> ParquetInfo:
@@ -50,6 +52,17 @@ def read_info(path: str) -> ParquetInfo:
     return ParquetInfo(names, {n: schema.field(n).type for n in names},
                        tuple(meta.row_group(i).num_rows for i in range(meta.num_row_groups)),
                        Fingerprint(before.size, before.mtime_ns, int(meta.num_rows)))
+
+
+def first_values(path: str, names: Sequence[str], n: int = 64) -> dict[str, list]:
+    """The first ``n`` values of each text column among ``names`` (others: none)."""
+    f = pq.ParquetFile(path)
+    text = [c for c in names if pa.types.is_string(f.schema_arrow.field(c).type)
+            or pa.types.is_large_string(f.schema_arrow.field(c).type)]
+    if not text or f.metadata.num_rows == 0:
+        return {}
+    rb = next(f.iter_batches(batch_size=n, columns=text))
+    return {c: rb.column(c).to_pylist() for c in text}
 
 
 def example_values(path: str, names: list[str]) -> dict[str, tuple[int, object]]:
@@ -105,16 +118,20 @@ class ParquetPartition(Partition):
         yield from rechunk(self._converted(rows), rows)
 
     def _converted(self, rows: int) -> Iterator[Batch]:
+        done = 0
+        for rb in self.tables(rows):
+            yield arrow_batch(rb, self.cols, self.origin.shifted(done))
+            done += rb.num_rows
+
+    def tables(self, rows: int = 65_536) -> Iterator[pa.RecordBatch]:
+        """The row group's columns of ``cols`` as Arrow record batches of their own types."""
         try:
             # unbuffered whole column chunks would cost the row group's size in memory
             f = pq.ParquetFile(self.path, pre_buffer=False, buffer_size=_BUFFER)
             if self.stamp is not None:
                 self.stamp.check(self.path, int(f.metadata.num_rows))
-            done = 0
-            for rb in f.iter_batches(batch_size=rows, row_groups=[self.group],
-                                     columns=list(self.cols.all)):
-                yield arrow_batch(rb, self.cols, self.origin.shifted(done))
-                done += rb.num_rows
+            yield from f.iter_batches(batch_size=rows, row_groups=[self.group],
+                                      columns=list(self.cols.all))
         except (pa.ArrowInvalid, OSError) as err:
             if self.stamp is not None:
                 self.stamp.check(self.path)  # a file rewritten under the reader

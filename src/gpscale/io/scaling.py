@@ -1,8 +1,10 @@
 """The scaler of the training rows, and the rows it scales: rows held in memory are
 checked and standardised here (:func:`scaled_in_memory`); rows left in their
 partitions get the scaler of one moments pass (:func:`rows_scaler`), on the cluster's
-workers when there is one. Columns a kernel reads as given (``Kernel.raw_columns``) keep
-their values; without standardisation the data's own units are checked to fit float64.
+workers when there is one. Columns a kernel reads as given (``Kernel.raw_columns``) and
+a table's 0/1 columns (one-hot levels, missing-value indicators:
+:meth:`gpscale.io.encoding.TableEncoding.raw_columns`) keep their values; without
+standardisation the data's own units are checked to fit float64.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ def scaled_in_memory(data: TrainingData, standardize: bool,
     """Every row of ``data`` in memory, checked: (the scaler, X and y standardised as
     float64 tensors). ``raw_columns(d)``: the columns that keep their values."""
     pair = data.pair if data.pair is not None else data.source.to_arrays()
+    raw_columns = with_codes(raw_columns, None if data.pair is not None else data.source)
     Xt, yt = check_xy(*pair)
     if Xt.shape[0] < 2:
         raise ValueError(f"got 1 sample (X has shape {tuple(Xt.shape)}); a GP needs at "
@@ -59,6 +62,16 @@ def rows_scaler(partitions: Sequence[Partition], d: int, standardize: bool,
     with the ``raw_columns(d)`` kept, or the identity without ``standardize``."""
     return (source_scaler(partitions, client).keep_columns(raw_columns(d))
             if standardize else Standardizer.identity(d))
+
+
+def with_codes(raw_columns: Callable[[int], Sequence[int]], source: Any
+               ) -> Callable[[int], Sequence[int]]:
+    """``raw_columns`` and the 0/1 columns of ``source``'s table encoding, if it has one."""
+    encoding = getattr(source, "encoding", None)
+    if encoding is None:
+        return raw_columns
+    codes = encoding.raw_columns()
+    return lambda d: sorted({*raw_columns(d), *codes})
 
 
 def partition_moments(partition: Partition, rows: int = MOMENT_ROWS) -> tuple[Any, Any]:

@@ -2,7 +2,10 @@
 of ``(X, y)`` row chunks in a fixed order.
 
 Columns. For files and data frames, the inputs are every column other than the target,
-``exclude`` and ``keep``, unless ``features`` names them. ``keep`` columns (e.g. ids)
+``exclude`` and ``keep``, unless ``columns`` names them. With a target (training rows),
+the inputs may be numbers, categories, dates and have missing values: one pass learns
+how they become X (:mod:`gpscale.io.encoding`), before anything else reads the rows, and
+refuses the columns that cannot be inputs (ids, columns with no value). ``keep`` columns (e.g. ids)
 are carried along unconverted in :meth:`Source.batches`, for copying into prediction
 outputs. With ``target=None`` (prediction inputs) chunks yield ``(X, None)``.
 """
@@ -11,6 +14,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -20,9 +24,11 @@ from ..sizes import CHUNK_BYTES
 from .batch import Batch, Columns, Origin, Partition, check_finite
 from .csvfile import CsvPartition, read_header
 from .daskdata import array_partitions, count_rows, frame_partitions, is_dask
+from .encoding import TableEncoding
 from .memory import ArrayPartition, FramePartition, as_float_array, check_frame_types
-from .parquetfile import ParquetPartition, check_types, read_info
+from .parquetfile import ParquetPartition, check_types, first_values, read_info
 from .paths import file_format, find_files
+from .tables import check_categorical, file_kinds, frame_kinds, learn_columns
 
 __all__ = ["CHUNK_BYTES", "Source", "open_source"]
 
@@ -46,13 +52,19 @@ class Source:
         self.target_name = target_name
         self._arrays = arrays
         self._n: int | None = None
-        #: how the inputs were made from a string column (:mod:`gpscale.io.inputs`), or
-        #: None when they are the numeric columns themselves
-        self.inputs: Any = None
+        #: how the inputs were made from a string column (:mod:`gpscale.io.inputs`) or a
+        #: table's columns (:mod:`gpscale.io.encoding`), or None when they are the
+        #: numeric columns themselves
+        self.inputs: Any = cols.encoding
 
     @property
     def num_features(self) -> int:
-        return len(self.columns.features)
+        return self.columns.width
+
+    @property
+    def encoding(self) -> TableEncoding | None:
+        """How the input columns become X (None: they are numbers, used as they are)."""
+        return self.columns.encoding
 
     @property
     def has_target(self) -> bool:
@@ -105,7 +117,7 @@ class Source:
             X, y = self._arrays
             return Batch(np.ascontiguousarray(X), None if y is None else np.ascontiguousarray(y))
         known = [p.known_rows() for p in self._parts]
-        if any(k is None for k in known):
+        if any(k is None for k in known) or self.encoding is not None:
             parts = list(self.batches())
             return Batch.concat(parts)
         n = sum(known)
@@ -134,8 +146,9 @@ class Source:
 
 
 # -- opening --------------------------------------------------------------------------------
-def open_source(data: Any, target: str | None = None, features: Sequence[str] | None = None,
+def open_source(data: Any, target: str | None = None, columns: Sequence[str] | None = None,
                 exclude: Sequence[str] = (), keep: Sequence[str] = (), *,
+                categorical: Sequence[str] = (), encoding: TableEncoding | None = None,
                 partition_rows: int | None = None) -> Source:
     """A :class:`Source` over ``data``:
 
@@ -144,20 +157,22 @@ def open_source(data: Any, target: str | None = None, features: Sequence[str] | 
       group;
     - an ``(X, y)`` pair (or X alone) of numpy arrays, torch tensors or pandas objects,
       in partitions of ``partition_rows`` rows (default: about 64 MiB);
-    - a pandas DataFrame (columns chosen by ``target``, ``features``, ``exclude``);
+    - a pandas DataFrame (columns chosen by ``target``, ``columns``, ``exclude``);
     - a ``dask.array`` pair ``(X, y)`` or a ``dask.dataframe``: one partition per block.
 
     ``keep`` names columns (of files and data frames) carried along unconverted.
+    ``categorical`` names integer-coded input columns to read as categories (text,
+    pandas ``category`` and Arrow dictionary columns are). ``encoding``: a trained
+    model's (:class:`~gpscale.io.encoding.TableEncoding`), to read prediction inputs the
+    way it read its training rows.
     """
+    spec = (target, columns, exclude, keep, categorical, encoding)
     if _is_paths(data):
-        return _files(find_files(data), target, features, exclude, keep)
+        return _files(find_files(data), *spec)
     if is_dask(data) and hasattr(data, "columns"):
-        cols = _select(_names(data.columns, "dask DataFrame"), "the dask DataFrame", target,
-                       features, exclude, keep)
-        return Source(frame_partitions(data, cols), cols, "the dask DataFrame",
-                      list(cols.features), target)
+        return _dask_frame(data, *spec)
     if type(data).__module__.split(".")[0] == "pandas" and hasattr(data, "columns"):
-        return _frame(data, target, features, exclude, keep, partition_rows)
+        return _frame(data, *spec, partition_rows)
     if not (isinstance(data, tuple) and len(data) == 2):
         if hasattr(data, "shape") and not hasattr(data, "columns"):
             data = (data, None)  # inputs only
@@ -166,9 +181,10 @@ def open_source(data: Any, target: str | None = None, features: Sequence[str] | 
                 "data must be a path, glob, directory or list of CSV / Parquet files, an "
                 "(X, y) pair of arrays, a pandas DataFrame or a dask collection; got "
                 f"{type(data).__name__}")
-    if target is not None or features is not None or exclude or keep:
-        raise ValueError("target=, features=, exclude= and keep= name columns of files and "
-                         "data frames; for arrays pass (X, y), or (X, None) for inputs only")
+    if target is not None or columns is not None or exclude or keep or categorical:
+        raise ValueError("target=, columns=, exclude=, keep= and categorical= name columns "
+                         "of files and data frames; for arrays pass (X, y), or (X, None) "
+                         "for inputs only")
     return _arrays(*data, partition_rows)
 
 
@@ -193,6 +209,7 @@ def _names(columns: Any, what: str) -> list[str]:
 def _select(available: list[str], where: str, target: str | None,
             features: Sequence[str] | None, exclude: Sequence[str],
             keep: Sequence[str]) -> Columns:
+    """(``features``: the ``columns=`` a user named.)"""
     """Which columns are inputs, target and kept; ValueError for names not there."""
     have = set(available)
     listing = ", ".join(available)
@@ -200,7 +217,7 @@ def _select(available: list[str], where: str, target: str | None,
         raise ValueError(f"target column {target!r} is not in {where}; available columns: "
                          f"{listing}")
     lists = {}
-    for kind, names in (("features", features), ("exclude", exclude), ("keep", keep)):
+    for kind, names in (("columns", features), ("exclude", exclude), ("keep", keep)):
         if names is None:
             continue
         names = [names] if isinstance(names, str) else list(names)
@@ -210,25 +227,26 @@ def _select(available: list[str], where: str, target: str | None,
                              f"columns: {listing}")
         lists[kind] = names
     if features is not None:
-        inputs = lists["features"]
+        inputs = [c for c in lists["columns"] if c not in lists.get("exclude", ())]
         if target in inputs:
-            raise ValueError(f"the target {target!r} is also listed in features; an input "
+            raise ValueError(f"the target {target!r} is also listed in columns; an input "
                              "cannot be the target")
         dupes = sorted({c for c in inputs if inputs.count(c) > 1})
         if dupes:
-            raise ValueError(f"features lists {dupes} more than once")
+            raise ValueError(f"columns lists {dupes} more than once")
     else:
         drop = {target, *lists.get("exclude", ()), *lists.get("keep", ())}
         inputs = [c for c in available if c not in drop]
     if not inputs and not (features is not None and lists.get("keep")):
-        # (features=[] with keep= reads kept columns only, e.g. one string column)
+        # (columns=[] with keep= reads kept columns only, e.g. one string column)
         besides = f" besides the target {target!r}" if target is not None else ""
         after = " once exclude= and keep= are removed" if exclude or keep else ""
         raise ValueError(f"{where} has no input columns{besides}{after}")
     return Columns(tuple(inputs), target, tuple(lists.get("keep", ())))
 
 
-def _files(files: list[str], target, features, exclude, keep) -> Source:
+def _files(files: list[str], target, features, exclude, keep, categorical,
+           encoding) -> Source:
     headers: list[Any] = []
     for f in files:
         headers.append(read_header(f) if file_format(f) == "csv" else read_info(f))
@@ -243,41 +261,93 @@ def _files(files: list[str], target, features, exclude, keep) -> Source:
                              "same columns")
     where = repr(files[0]) if len(files) == 1 else f"{files[0]!r} (first of {len(files)} files)"
     cols = _select(list(ref), where, target, features, exclude, keep)
-    parts: list[Partition] = []
-    any_rows = False
-    for f, h in zip(files, headers):
-        if file_format(f) == "csv":
-            parts.append(CsvPartition(f, cols, dict(zip(h.names, h.raw)),
-                                      max(4 * h.block, 1 << 20), stamp=h.stamp))
-            any_rows = any_rows or h.has_rows
-            continue
-        check_types(f, h, cols)
-        offset = 0
-        for g, rows in enumerate(h.group_rows):
-            if rows:
-                parts.append(ParquetPartition(f, g, offset, rows, cols, h.stamp))
-            offset += rows
-        any_rows = any_rows or offset > 0
+    any_rows = any(h.has_rows if file_format(f) == "csv" else sum(h.group_rows) > 0
+                   for f, h in zip(files, headers))
     if not any_rows:
         if len(files) == 1:
             raise ValueError(f"{files[0]!r} has a header but no data rows")
         raise ValueError(f"none of the {len(files)} files ({files[0]!r}, ...) has data rows")
+
+    def build(cols: Columns, kept: list[int] | None = None) -> list[Partition]:
+        parts: list[Partition] = []
+        for f, h in zip(files, headers):
+            if file_format(f) == "csv":
+                parts.append(CsvPartition(f, cols, dict(zip(h.names, h.raw)),
+                                          max(4 * h.block, 1 << 20), stamp=h.stamp))
+                continue
+            check_types(f, h, cols)
+            offset = 0
+            for g, rows in enumerate(h.group_rows):
+                if rows:
+                    parts.append(ParquetPartition(f, g, offset, rows, cols, h.stamp))
+                offset += rows
+        if kept is not None:  # the rows each keeps once those without a target are left out
+            for p, k in zip(parts, kept):
+                if isinstance(p, CsvPartition):
+                    p._rows = k
+                else:
+                    p.rows = k
+        return parts
+
     desc = repr(files[0]) if len(files) == 1 else f"{len(files)} files ({files[0]!r}, ...)"
-    return Source(parts, cols, desc, list(cols.features), target)
+    if encoding is not None:
+        cols = replace(cols, encoding=encoding)
+    elif target is not None and cols.features:
+        names = check_categorical(categorical, cols, where)
+        info = [h if file_format(f) == "csv" else replace(h, sample=first_values(f, cols.features))
+                for f, h in zip(files[:1], headers[:1])]
+        cols, kept, n = learn_columns(cols, file_kinds(info, cols, names), build, desc)
+        source = Source(build(cols, kept), cols, desc, list(cols.features), target)
+        source._n = n
+        return source
+    return Source(build(cols), cols, desc, list(cols.features), target)
 
 
-def _frame(df: Any, target, features, exclude, keep, partition_rows) -> Source:
+def _frame(df: Any, target, features, exclude, keep, categorical, encoding,
+           partition_rows) -> Source:
     cols = _select(_names(df.columns, "DataFrame"), "the DataFrame", target, features,
                    exclude, keep)
     origin = Origin("the DataFrame", 0, "position")
-    check_frame_types(df, cols, origin)
     frame = df[list(cols.all)]
     if len(frame) == 0:
         raise ValueError("the DataFrame has no rows")
-    step = partition_rows or max(1, CHUNK_BYTES // (8 * (len(cols.features) + 1)))
-    parts = [FramePartition(frame.iloc[a:a + step], cols, origin.shifted(a))
-             for a in range(0, len(frame), step)]
-    return Source(parts, cols, "the DataFrame", list(cols.features), target)
+
+    def build(cols: Columns) -> list[Partition]:
+        check_frame_types(frame, cols, origin)
+        step = partition_rows or max(1, CHUNK_BYTES // (8 * (cols.width + 1)))
+        return [FramePartition(frame.iloc[a:a + step], cols, origin.shifted(a))
+                for a in range(0, len(frame), step)]
+
+    if encoding is not None:
+        cols = replace(cols, encoding=encoding)
+    elif target is not None and cols.features:
+        names = check_categorical(categorical, cols, "the DataFrame")
+        kinds = frame_kinds(frame.dtypes, lambda c: _head(frame[c]), cols, names)
+        cols, _, n = learn_columns(cols, kinds, build, "the DataFrame")
+        if n < len(frame):  # rows whose target is missing are left out (and counted)
+            frame = frame[frame[target].notna().to_numpy()]
+    return Source(build(cols), cols, "the DataFrame", list(cols.features), target)
+
+
+def _dask_frame(ddf: Any, target, features, exclude, keep, categorical, encoding) -> Source:
+    where = "the dask DataFrame"
+    cols = _select(_names(ddf.columns, "dask DataFrame"), where, target, features, exclude,
+                   keep)
+    if encoding is not None:
+        cols = replace(cols, encoding=encoding)
+    elif target is not None and cols.features:
+        names = check_categorical(categorical, cols, where)
+        head = ddf[list(cols.features)].partitions[0].compute()
+        kinds = frame_kinds(ddf.dtypes, lambda c: _head(head[c]), cols, names)
+        cols, _, n = learn_columns(cols, kinds, lambda c: frame_partitions(ddf, c), where)
+        if cols.encoding is not None and cols.encoding.dropped:
+            ddf = ddf[ddf[target].notna()]
+    return Source(frame_partitions(ddf, cols), cols, where, list(cols.features), target)
+
+
+def _head(column: Any) -> list:
+    """Some values of a data-frame column (to tell dates among strings)."""
+    return column.dropna().head(64).tolist()
 
 
 def _arrays(X: Any, y: Any, partition_rows: int | None) -> Source:

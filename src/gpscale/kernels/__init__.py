@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .base import KERNEL_CLASSES, Kernel, Product, Scale, Sum, kernel_class
+from .categorical import Exchangeable, mixed_kernel
 from .chunked import kernel_matmul
 from .discrete import Hamming, Intersection, Spectrum, Tanimoto, TanimotoDot, scaled_sum
 from .facts import SpectralFacts, spectral_facts
@@ -27,6 +28,7 @@ __all__ = [
     "SpectralDensity", "SpectralFacts", "spectral_facts",
     "FeatureKernel",
     "Tanimoto", "TanimotoDot", "Intersection", "Hamming", "Spectrum", "scaled_sum",
+    "Exchangeable", "mixed_kernel",
 ]
 
 

@@ -1,0 +1,327 @@
+"""Tables as they come: how each input column of a table becomes columns of X.
+
+Every input column has a kind, told from its type before any row is read
+(:func:`column_kind`):
+
+- ``number``: integers, floats, booleans. Missing values (null or NaN) are filled with
+  the training mean, which standardises to 0, and a 0/1 column ``NAME (missing)`` says
+  which rows were filled;
+- ``category``: strings, pandas ``category`` and Arrow dictionary columns, and integer
+  columns named in ``categorical=``. Each training level is a 0/1 column ``NAME=LEVEL``
+  (one-hot, left unstandardised); a missing value is a level of its own. A level never
+  seen in training gets all zeros (the prior of an unknown level) and a warning;
+- ``date``: Arrow date / timestamp types, pandas ``datetime64`` and strings that parse as
+  ISO dates: days since the first training date, then as a number.
+
+The levels, means and first date are learned by one pass over the rows
+(:mod:`gpscale.io.survey`); a :class:`TableEncoding` holds them, is saved with the model
+(``Predictor.inputs``) and encodes new rows the same way.
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .batch import Batch, Columns, Origin, check_finite, float_column, numeric_type
+
+__all__ = ["ColumnCode", "TableEncoding", "column_kind", "KINDS", "MISSING_LEVEL",
+           "UnseenLevelWarning"]
+
+KINDS = ("number", "category", "date")
+#: the name of the level that missing values of a categorical column form
+MISSING_LEVEL = "(missing)"
+#: an ISO 8601 date or date-time (what Arrow's timestamp cast parses)
+_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?"
+                       r"(Z|[+-]\d{2}:?\d{2})?)?$")
+#: string values checked before a string column is taken for dates
+DATE_SAMPLE = 64
+_DAY_UNITS = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000,
+              "ns": 86_400_000_000_000}
+
+
+class UnseenLevelWarning(UserWarning):
+    """Prediction inputs hold a category level (or a missing value) the model never saw
+    in training; those rows get the prior of an unknown level."""
+
+
+def column_kind(name: str, t: pa.DataType, sample: Sequence[Any] = (),
+                categorical: bool = False) -> str:
+    """The kind of a column of Arrow type ``t``; ``sample``: some of its values (strings
+    are dates when every sampled one is ISO); ``categorical``: the user named it."""
+    if pa.types.is_dictionary(t):
+        return "category"
+    if categorical:
+        if numeric_type(t) or pa.types.is_string(t) or pa.types.is_large_string(t):
+            return "category"
+        raise ValueError(f"column {name!r} (type {t}) cannot be categorical: only integer "
+                         "codes and strings can")
+    if numeric_type(t):
+        return "number"
+    if pa.types.is_date(t) or pa.types.is_timestamp(t):
+        return "date"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        values = [v for v in sample if v is not None][:DATE_SAMPLE]
+        if values and all(isinstance(v, str) and _ISO_DATE.match(v.strip()) for v in values):
+            return "date"
+        return "category"
+    raise ValueError(f"column {name!r} has type {t}, which gpscale cannot use as an input "
+                     f"(numbers, strings, categories and dates are); leave it out with "
+                     f"--exclude {name} (exclude=[{name!r}] in Python)")
+
+
+@dataclass(frozen=True)
+class ColumnCode:
+    """One input column: its ``kind``; a number or date column's training ``mean`` (for
+    dates in days since ``origin``) and whether it had ``missing`` values (then an indicator column
+    follows it); a category's ``levels`` (sorted; ``MISSING_LEVEL`` last when training
+    had missing values); a date column's ``origin``, the first training date in days
+    since 1970-01-01."""
+
+    name: str
+    kind: str
+    mean: float = 0.0
+    missing: bool = False
+    levels: tuple[str, ...] = ()
+    origin: float = 0.0
+
+    @property
+    def width(self) -> int:
+        return len(self.levels) if self.kind == "category" else 1 + int(self.missing)
+
+    @property
+    def names(self) -> list[str]:
+        if self.kind == "category":
+            return [f"{self.name}={level}" for level in self.levels]
+        return [self.name] + ([f"{self.name} (missing)"] if self.missing else [])
+
+    @property
+    def raw(self) -> list[int]:
+        """Offsets of this column's 0/1 columns (left unstandardised)."""
+        return list(range(self.width)) if self.kind == "category" else [1] * self.missing
+
+    def describe(self) -> str:
+        if self.kind == "category":
+            return (f"{self.name!r}: category, {len(self.levels)} levels one-hot"
+                    + (" (missing values a level of their own)"
+                       if MISSING_LEVEL in self.levels else ""))
+        what = (f"date, days since {_day_text(self.origin)}" if self.kind == "date"
+                else "number")
+        fill = (f"; missing values filled with the training mean {self.mean:.6g} and "
+                f"marked in {self.name + ' (missing)'!r}" if self.missing else "")
+        return f"{self.name!r}: {what}{fill}"
+
+
+def _day_text(days: float) -> str:
+    return str(np.datetime64(int(round(days * 86_400)), "s")).replace("T00:00:00", "")
+
+
+@dataclass(frozen=True)
+class TableEncoding:
+    """How a table's input columns become X (``codes``, in the order of X's blocks);
+    ``dropped``: training rows left out because their target was missing."""
+
+    codes: tuple[ColumnCode, ...]
+    dropped: int = 0
+    learned: bool = field(default=True, compare=False)
+
+    @property
+    def kind(self) -> str:
+        return "table"
+
+    @property
+    def columns(self) -> list[str]:
+        return [c.name for c in self.codes]
+
+    @property
+    def num_features(self) -> int:
+        return sum(c.width for c in self.codes)
+
+    @property
+    def names(self) -> list[str]:
+        """The names of X's columns (e.g. ``city=Austin``, ``budget (missing)``)."""
+        return [n for c in self.codes for n in c.names]
+
+    def raw_columns(self) -> list[int]:
+        """X's 0/1 columns (one-hot levels, missing-value indicators): kept as they are
+        by the scaler."""
+        out, start = [], 0
+        for c in self.codes:
+            out += [start + j for j in c.raw]
+            start += c.width
+        return out
+
+    def category_blocks(self) -> list[list[int]]:
+        """The columns of X holding each categorical column's one-hot block (for
+        :func:`gpscale.kernels.mixed_kernel`)."""
+        out, start = [], 0
+        for c in self.codes:
+            if c.kind == "category":
+                out.append(list(range(start, start + c.width)))
+            start += c.width
+        return out
+
+    def code(self, name: str) -> ColumnCode:
+        return next(c for c in self.codes if c.name == name)
+
+    def identity(self) -> bool:
+        """Whether X is the columns themselves (every one a number without missing
+        values, no row left out): then no encoding is needed."""
+        return self.dropped == 0 and all(c.kind == "number" and not c.missing
+                                         for c in self.codes)
+
+    def describe(self) -> str:
+        kinds = [c.kind for c in self.codes]
+        counts = ", ".join(f"{kinds.count(k)} {k}" for k in KINDS if k in kinds)
+        filled = sum(c.missing for c in self.codes if c.kind != "category")
+        return (f"encoded from {len(self.codes)} table columns: {counts}"
+                + (f"; {filled} with missing values filled" if filled else ""))
+
+    def lines(self) -> list[str]:
+        """What was done to each column, one line each (the summary, ``gpscale info``)."""
+        out = [c.describe() for c in self.codes]
+        if self.dropped:
+            out.append(f"{self.dropped} training row(s) left out: their target was missing")
+        return out
+
+    # -- encoding -------------------------------------------------------------------
+    def batch(self, table: pa.RecordBatch | pa.Table, cols: Columns, origin: Origin) -> Batch:
+        """The rows of ``table`` as a checked :class:`Batch` of encoded inputs; rows
+        whose target is missing are left out."""
+        keep_rows = None
+        y = None
+        if cols.target is not None:
+            y = float_column(table.column(cols.target))
+            ok = ~np.isnan(y)
+            if not ok.all():
+                keep_rows = np.flatnonzero(ok)
+                y = y[keep_rows]
+        blocks = [self._encode(c, table.column(c.name), origin) for c in self.codes]
+        X = np.concatenate(blocks, axis=1) if blocks else np.empty((table.num_rows, 0))
+        keep = {k: _flat(table.column(k)) for k in cols.keep}
+        if keep_rows is not None:
+            X = np.ascontiguousarray(X[keep_rows])
+            taken = pa.array(keep_rows)
+            keep = {k: v.take(taken) for k, v in keep.items()}
+        check_finite(X, y, Columns(tuple(self.names), cols.target), origin)
+        return Batch(np.ascontiguousarray(X), y, keep)
+
+    def _encode(self, code: ColumnCode, col: Any, origin: Origin) -> np.ndarray:
+        col = _flat(col)
+        if code.kind == "category":
+            return self._one_hot(code, col)
+        v = days(col, code.name, origin) - code.origin if code.kind == "date" \
+            else float_column(col)
+        gap = np.isnan(v)
+        if gap.any():
+            if not code.missing:
+                warnings.warn(f"column {code.name!r} has {int(gap.sum())} missing value(s), "
+                              f"which it had none of in training: filled with the training "
+                              f"mean {code.mean:.6g}", UnseenLevelWarning, stacklevel=4)
+            v = np.where(gap, code.mean, v)
+        if not code.missing:
+            return v[:, None]
+        return np.stack([v, gap.astype(np.float64)], axis=1)
+
+    def _one_hot(self, code: ColumnCode, col: Any) -> np.ndarray:
+        strings = as_strings(col)
+        out = np.zeros((len(strings), len(code.levels)))
+        index = pc.index_in(strings, value_set=pa.array(list(code.levels), pa.string()))
+        idx = pc.fill_null(index, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+        null = strings.is_null().to_numpy(zero_copy_only=False)
+        if MISSING_LEVEL in code.levels:
+            idx[null] = code.levels.index(MISSING_LEVEL)
+        rows = np.flatnonzero(idx >= 0)
+        out[rows, idx[rows]] = 1.0
+        unseen = (idx < 0)
+        if unseen.any():
+            found = sorted({str(s) for s in strings.filter(pa.array(unseen & ~null))
+                            .to_pylist()})
+            what = ([f"levels {found[:5]}{' ...' if len(found) > 5 else ''}"] if found
+                    else []) + (["missing values"] if (unseen & null).any() else [])
+            warnings.warn(f"column {code.name!r}: {' and '.join(what)} not seen in "
+                          f"training ({int(unseen.sum())} row(s)): given the prior of an "
+                          "unknown level", UnseenLevelWarning, stacklevel=4)
+        return out
+
+    # -- saving ---------------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        return {"kind": "table", "dropped": self.dropped,
+                "codes": [{**asdict(c), "levels": list(c.levels)} for c in self.codes]}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any]) -> TableEncoding:
+        codes = tuple(ColumnCode(**{**c, "levels": tuple(c["levels"])})
+                      for c in state["codes"])
+        bad = [c.name for c in codes if c.kind not in KINDS]
+        if bad:
+            raise ValueError(f"unknown column kind for {bad}")
+        return cls(codes, int(state.get("dropped", 0)))
+
+    def with_codes(self, codes: Sequence[ColumnCode], dropped: int) -> TableEncoding:
+        return replace(self, codes=tuple(codes), dropped=int(dropped), learned=True)
+
+
+def _flat(col: Any) -> pa.Array:
+    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+
+
+def as_strings(col: Any) -> pa.Array:
+    """A categorical column's values as strings (dictionary columns decoded; integer
+    codes as their digits)."""
+    col = _flat(col)
+    if pa.types.is_dictionary(col.type):
+        col = col.dictionary_decode()
+    if pa.types.is_floating(col.type):  # integer codes held as floats (pandas with NaN)
+        v = float_column(col)
+        whole = np.isnan(v) | (v == np.round(v))
+        if whole.all():
+            col = pc.cast(pa.array(np.where(np.isnan(v), 0, v).astype(np.int64),
+                                   mask=np.isnan(v)), pa.string())
+    if col.type != pa.string():
+        col = pc.cast(col, pa.string())
+    return col
+
+
+def _parses(text: str) -> bool:
+    try:
+        pc.cast(pa.array([text]), pa.timestamp("ns"))
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+def days(col: Any, name: str, origin: Origin) -> np.ndarray:
+    """A date column as float days since 1970-01-01 (NaN where missing); strings are
+    parsed as ISO dates, and one that does not parse is a ValueError naming it."""
+    col = _flat(col)
+    if pa.types.is_dictionary(col.type):
+        col = col.dictionary_decode()
+    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
+        col = pc.utf8_trim_whitespace(col)
+        try:
+            col = pc.cast(col, pa.timestamp("ns"))
+        except pa.ArrowInvalid:
+            bad = next(i for i, s in enumerate(col.to_pylist())
+                       if s is not None and not _parses(s))
+            raise ValueError(f"column {name!r} holds dates, but {col[bad].as_py()!r} "
+                             f"{origin.at([bad])[0]} of {origin.name} is not an ISO date "
+                             f"(YYYY-MM-DD[ HH:MM:SS]): fix that value, or leave the column "
+                             f"out with --exclude {name}") from None
+    t = col.type
+    if pa.types.is_date32(t):
+        per_day, ints = 1, pc.cast(col, pa.int32())
+    elif pa.types.is_date64(t):
+        per_day, ints = _DAY_UNITS["ms"], pc.cast(col, pa.int64())
+    elif pa.types.is_timestamp(t):
+        per_day, ints = _DAY_UNITS[t.unit], pc.cast(col, pa.int64())
+    else:
+        return float_column(col)
+    return float_column(ints) / per_day

@@ -1,0 +1,76 @@
+"""Opening a table for training: each input column's kind from its type (a file's
+schema, a data frame's dtypes), then the survey pass that learns the encoding
+(:mod:`gpscale.io.survey`), before any method is chosen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any
+
+import pyarrow as pa
+
+from .batch import Columns, Partition
+from .encoding import ColumnCode, TableEncoding, column_kind
+from .survey import learn_encoding, survey
+
+__all__ = ["file_kinds", "frame_kinds", "learn_columns", "check_categorical"]
+
+
+def check_categorical(categorical: Sequence[str], cols: Columns, where: str) -> list[str]:
+    """``categorical`` as a list of input columns; ValueError for a name that is not one."""
+    names = [categorical] if isinstance(categorical, str) else list(categorical)
+    bad = [c for c in names if c not in cols.features]
+    if bad:
+        raise ValueError(f"categorical: column(s) {bad} are not inputs of {where}; the "
+                         f"inputs are {list(cols.features)}")
+    return names
+
+
+def file_kinds(headers: Sequence[Any], cols: Columns, categorical: Sequence[str]
+               ) -> TableEncoding:
+    """The kinds of the input columns of files, from the first file's schema (CSV: the
+    types pyarrow infers from its first block, and a few values)."""
+    h = headers[0]
+    sample = getattr(h, "sample", {})
+    return TableEncoding(tuple(
+        ColumnCode(c, column_kind(c, h.types[c], sample.get(c, ()), c in categorical),
+                   ) for c in cols.features), learned=False)
+
+
+def frame_kinds(dtypes: Any, sample: Callable[[str], list], cols: Columns,
+                categorical: Sequence[str]) -> TableEncoding:
+    """The kinds of the input columns of a pandas or dask data frame, from its dtypes;
+    ``sample(column)``: some of a text column's values (to tell dates)."""
+    codes = []
+    for c in cols.features:
+        dt = dtypes[c]
+        kind = dt.kind if hasattr(dt, "kind") else "O"
+        if dt.name == "category":
+            t: pa.DataType = pa.dictionary(pa.int32(), pa.string())
+        elif kind in "biuf":
+            t = pa.float64()
+        elif kind == "M":
+            t = pa.timestamp("ns")
+        elif kind in "OU" or dt.name.startswith("str"):
+            t = pa.string()
+        else:
+            t = pa.null() if dt.name == "null" else pa.binary()
+        strings = sample(c) if t == pa.string() else []
+        codes.append(ColumnCode(c, column_kind(c, t, strings, c in categorical)))
+    return TableEncoding(tuple(codes), learned=False)
+
+
+def learn_columns(cols: Columns, kinds: TableEncoding, build: Callable[[Columns], list],
+                  where: str, client: Any = None) -> tuple[Columns, list[int], int]:
+    """The columns with their learned encoding (None when the inputs are plain numbers),
+    the rows each partition keeps (its rows whose target is there) and their total."""
+    parts: list[Partition] = build(replace(cols, encoding=kinds))
+    per = survey(parts, kinds, cols.target, client)
+    merged = per[0]
+    for p in per[1:]:
+        merged = merged.merge(p)
+    enc = learn_encoding(kinds, merged, where)
+    kept = [p.rows - p.no_target for p in per]
+    return replace(cols, encoding=None if enc.identity() else enc), kept, sum(kept)
