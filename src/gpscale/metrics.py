@@ -94,8 +94,14 @@ def nlpd(y, mean, var) -> float:
     """Mean negative log predictive density of Gaussian predictions:
     (1/n) Σ [½ log(2π σ_i²) + (y_i − μ_i)² / (2σ_i²)]. ``var`` is the predictive
     variance of the noisy targets y (not of the latent f)."""
+    return float(np.mean(nlpd_terms(y, mean, var)))
+
+
+def nlpd_terms(y, mean, var) -> np.ndarray:
+    """Each point's negative log predictive density, ½ log(2π σ_i²) + (y_i − μ_i)² /
+    (2σ_i²), whose mean is :func:`nlpd` (for paired comparisons of two models)."""
     y, m = _pair(y, mean)
-    return float(np.mean(_nlpd_terms(y, m, _variance(var, y.size))))
+    return _nlpd_terms(y, m, _variance(var, y.size))
 
 
 def snlp(y, mean, var, y_train) -> float:

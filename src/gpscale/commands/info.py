@@ -74,6 +74,7 @@ def model_info(path: str | os.PathLike) -> dict[str, Any]:
         "kernel_choice": None if pred.kernel_choice is None else {
             "kernel": pred.kernel_choice.kernel, "criterion": pred.kernel_choice.criterion,
             "rows": pred.kernel_choice.rows, "scored_rows": pred.kernel_choice.scored_rows,
+            "note": pred.kernel_choice.note,
             "scores": {k: _num(v) for k, v in pred.kernel_choice.scores.items()},
             "seconds": _num(pred.kernel_choice.seconds)},
         "data_quality": _quality(pred, saved, names),
@@ -257,10 +258,11 @@ def info_text(info: dict[str, Any]) -> str:
     if chosen:
         ranked = sorted(chosen["scores"].items(), key=lambda kv: (kv[1] is None, kv[1] or 0))
         listed = ", ".join(f"{k} {'failed' if v is None else f'{v:.4g}'}" for k, v in ranked)
+        how = chosen.get("note") or f"the lowest {chosen['criterion']}"
         lines[3 if picked else 2:3 if picked else 2] = [
-            f"kernel   {chosen['kernel']} chosen from the data: the lowest "
-            f"{chosen['criterion']} of {len(chosen['scores'])} families fitted on "
-            f"{chosen['rows']} rows ({listed})"]
+            f"kernel   {chosen['kernel']} chosen from the data: {how} "
+            f"({chosen['criterion']} of {len(chosen['scores'])} families fitted on "
+            f"{chosen['rows']} rows: {listed})"]
     solver = info.get("solver")
     if solver:
         held = solver.get("stored_bytes") or {}
