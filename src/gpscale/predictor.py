@@ -146,13 +146,16 @@ class Predictor:
                  "reads counts or codes)" if len(raw) == self.n_features else
                  "standardised units (X columns and y scaled to mean 0, std 1)")
         table = self.model.summary() if hasattr(self.model, "summary") else repr(self.model)
+        title = getattr(self.model, "title", "")  # the solver's line: a header, not a row
+        solver = f"model: {title}\n" if title and table.startswith(f"{title}\n") else ""
+        table = table.removeprefix(solver[len("model: "):])
         made = f" ({self.inputs.describe()})" if self.inputs is not None else ""
         picked = f"picked by method='auto': {self.choice}\n" if self.choice else ""
         return (f"gpscale predictor: method {self.method!r} ({m.description if m else '?'}),"
                 f" kernel {self.kernel_name!r}\ninputs: {self.n_features}{made}"
                 f"{' ' + str(self.feature_names) if self.feature_names else ''}, training "
                 f"points: {getattr(self.model, 'n', '?')}\n{picked}"
-                f"{self._quality_text()}fit: {self.result}\n"
+                f"{self._quality_text()}fit: {self.result}\n{solver}"
                 f"hyperparameters, in {units}:\n{table}")
 
     def _quality_text(self) -> str:
