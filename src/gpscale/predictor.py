@@ -10,6 +10,8 @@ grid instead of the training rows; version 1 files, which hold the rows, still l
 ``inputs`` (absent from older files) holds how the inputs were made from a string
 column (:class:`gpscale.io.inputs.StringInputs`), None for numeric columns.
 ``written_by`` (absent from older files) names the gpscale version that wrote the file.
+``checksum`` (absent from older files) is a sha256 over every other entry, tensors
+included (:mod:`gpscale.checksum`), checked at load: a damaged file is refused.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import torch
 from torch import nn
 
 from . import kernels as _kernels
+from .checksum import CHECKSUM_KEY, check_content, content_digest
 from .files import atomic_bytes
 from .io.given import column_names, writable
 from .io.inputs import StringInputs
@@ -171,12 +174,13 @@ class Predictor:
 
     # -- persistence ----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The saved form: tensors and plain Python values only."""
+        """The saved form: tensors and plain Python values only, with the checksum of
+        the rest (:func:`gpscale.checksum.content_digest`)."""
         if not isinstance(self.model, GPModel):
             raise ValueError(f"cannot save a {type(self.model).__name__}: models are saved "
                              "through the gpscale.models.GPModel contract (to_config / "
                              "from_config); subclass GPModel")
-        return {
+        saved = {
             "format": _FORMAT_TAG, "format_version": FORMAT_VERSION,
             "written_by": f"gpscale {_version()}",
             "method": self.method, "kernel_name": self.kernel_name,
@@ -192,6 +196,7 @@ class Predictor:
             "choice": None if self.choice is None else _plain(dataclasses.asdict(self.choice)),
             **quality_entry(self),
         }
+        return {**saved, CHECKSUM_KEY: content_digest(saved)}
 
     def to_bytes(self) -> bytes:
         """The saved file's bytes (:meth:`to_dict` through ``torch.save``)."""
@@ -210,13 +215,16 @@ class Predictor:
 
 def load(path: str | os.PathLike, device: torch.device | str | None = None) -> Predictor:
     """Read a predictor written by :meth:`Predictor.save` (optionally onto ``device``).
-    ValueError, in one line, for a file that is not a gpscale model, is damaged, or
-    comes from a newer gpscale."""
+    ValueError, in one line, for a file that is not a gpscale model, is damaged (its
+    content does not match its checksum, :mod:`gpscale.checksum`; a file written before
+    the checksum is checked for nothing more than before), or comes from a newer
+    gpscale."""
     device = check_device(device)
     if not (path := Path(path)).is_file():
         raise FileNotFoundError(f"model file {str(path)!r} not found")
     saved = _read(path)
     _check_version(saved.get("format_version", _MISSING), path)
+    check_content(saved, str(path))
     try:
         pred = _rebuild(saved, path)
     except KeyError as err:
