@@ -138,8 +138,11 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
 
         def sample_fit(rows: torch.Tensor, k: Kernel, floor: float, noise: float
                        ) -> tuple[ExactGP, FitResult]:
-            return cholesky(X[rows], y[rows], None if copies is None else copies.subset(rows),
-                            k, noise, floor)
+            fit = cholesky(X[rows], y[rows], None if copies is None else copies.subset(rows),
+                           k, noise, floor)
+            if fit[1].reason == "interrupted":  # Ctrl-C: stop before the work on every row
+                raise KeyboardInterrupt
+            return fit
 
         small, result = sample_fit(keep, kernel, noise_floor, noise)
         sampled, user_floor = small, ExactGP.noise.floor_of(small)
