@@ -67,6 +67,7 @@ def model_info(path: str | os.PathLike) -> dict[str, Any]:
                 "evaluations": int(result.n_evals), "time_s": _num(result.wall_s),
                 "converged": bool(result.converged), "reason": result.reason},
         "solver": _solver(pred.model),
+        "skill": dict(result.skill) or None,
         "picked_by_auto": None if pred.choice is None else {
             "method": pred.choice.method, "options": dict(pred.choice.options),
             "reason": pred.choice.reason},
@@ -258,6 +259,16 @@ def info_text(info: dict[str, Any]) -> str:
                 f"refine   θ from a row sample ({refined.get('start')} start) refined on every "
                 f"row by {refined['evaluations']} stochastic gradient evaluations "
                 f"({refined.get('probes')} probes; {refined.get('reason')})"]
+    skill = info.get("skill")
+    if skill:
+        share = skill.get("lengthscale_share")
+        lines[-2:-2] = [
+            f"skill    leave-one-out R² {skill.get('loo_r2', float('nan')):.3g} on "
+            f"{skill.get('loo_rows')} rows" + ("" if share is None else
+                                              f"; smallest lengthscale {share:.2g} x its "
+                                              "column's standard deviation")]
+        if skill.get("problem"):
+            lines[-2:-2] = [f"         {skill['problem']}"]
     quality = info.get("data_quality")
     if quality is not None:
         found = quality["lines"] or ["no constant columns or duplicated rows found"]
