@@ -449,3 +449,23 @@ def test_the_preconditioners_cap_keeps_a_rank_floor_where_memory_allows(monkeypa
     assert it.solver.solve_info["precond_rank"] == 25
     monkeypatch.setattr(operator, "available_memory", lambda: None)
     assert it.solve(warm=False)["precond_rank"] == 40
+
+
+def test_the_pathwise_variance_error_stated_is_the_measured_one():
+    """The error the summary and the file state (PathwiseVariance.error) against the
+    Cholesky variances at the same θ (dense reference; benchmarks/results/cg-variance)."""
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(300, 2, generator=g, dtype=torch.float64)
+    Xs = torch.randn(400, 2, generator=g, dtype=torch.float64) * 1.2
+    y = torch.sin(X[:, 0]) + 0.1 * torch.randn(300, generator=g, dtype=torch.float64)
+    ex = ExactGP(make_kernel("rbf-ard", 2), X, y, noise=0.05)
+    ref = ex.predict(Xs).var
+    for S in (32, 128):
+        it = ex.with_solver(ConjugateGradients(tol=1e-8, variance="pathwise",
+                                               variance_options={"num_samples": S}))
+        rel = (it.predict(Xs).var / ref - 1).abs()
+        stated = it.solver.cache.error()
+        assert 0.5 * stated["median"] < float(rel.median()) < 1.5 * stated["median"]
+        assert float(rel.quantile(0.99)) < 1.3 * stated["p99"]
+        assert f"pathwise estimate from {S} draws" in it.title
+        assert it.to_config()["variance_error"] == stated

@@ -97,7 +97,8 @@ def _solver(model: nn.Module) -> dict[str, Any] | None:
         return None
     return {**{k: (_num(v) if isinstance(v, float) else v) for k, v in info.items()},
             "tol": _num(solver.tol), "refined": dict(solver.refined),
-            "stored_bytes": model.state_bytes()}
+            "stored_bytes": model.state_bytes(),
+            "variances": getattr(solver.cache, "note", lambda: None)()}
 
 
 def hyperparameters(pred: Predictor) -> dict[str, dict[str, Any]]:
@@ -253,6 +254,8 @@ def info_text(info: dict[str, Any]) -> str:
             f" relative residual {solver.get('residual', float('nan')):.2e} (tol "
             f"{solver.get('tol')}); the file holds "
             + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in held.items())]
+        if solver.get("variances"):
+            lines[-2:-2] = [f"         {solver['variances']}"]
         refined = solver.get("refined") or {}
         if refined.get("evaluations"):
             lines[-2:-2] = [

@@ -140,7 +140,13 @@ class ConjugateGradients:
     """
 
     name = "cg"
-    title = "Exact GP (iterative: preconditioned CG)"
+
+    @property
+    def title(self) -> str:
+        """The summary's header: the solver, and how good its variances are."""
+        note = getattr(self.cache, "note", None)
+        return "Exact GP (iterative: preconditioned CG)" + ("" if note is None
+                                                           else f"; {note()}")
 
     def __init__(self, tol: float = 1e-3, max_iter: int = 1000,
                  precond_rank: int | None = None, precond_tol: float = PRECOND_TOL,
@@ -390,7 +396,8 @@ class ConjugateGradients:
             "cg_residual": self.solve_info.get("residual"),
             "cg_converged": self.solve_info.get("converged"),
             "precond_rank_used": self.solve_info.get("precond_rank"),
-            "refined": dict(self.refined), "bytes": self.state_bytes(model)}
+            "refined": dict(self.refined), "bytes": self.state_bytes(model),
+            "variance_error": getattr(self.cache, "error", dict)()}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> ConjugateGradients:
