@@ -221,7 +221,7 @@ def connect(scheduler: Any = None, workers: int | None = None) -> Iterator[Any]:
                                   ) as cluster, \
                 dist.Client(cluster) as client, _cluster_errors(client, "the local cluster"):
             cluster.scale(int(workers))  # started inside the block: Ctrl-C closes them
-            client.wait_for_workers(int(workers))
+            client.wait_for_workers(int(workers), timeout=max(60.0, 2 * connect_timeout()))
             yield client
         return
     if isinstance(scheduler, str):
