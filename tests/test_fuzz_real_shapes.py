@@ -101,3 +101,38 @@ def test_real_shapes_give_a_sane_model_or_a_warning(method, shape):
         ok, said = _sane(pred, Xt, yt)
     warned = [w for w in got if issubclass(w.category, GPSCALE_WARNINGS)]
     assert ok or warned, f"{method} on {signal} x with {nuisance}, n={n} x{copies}: {said}"
+
+
+@settings(max_examples=4, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(shape=shapes)
+def test_the_iterative_exact_path_gives_a_sane_model_or_a_warning(shape):
+    """The exact GP forced onto its CG solver at small n (θ from a sample, the posterior
+    on every row by CG): the same promise, and the skill check ran."""
+    seed, signal, nuisance, n, copies = shape
+    X, y, Xt, yt = _draw(seed, signal, nuisance, n, copies)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        pred = gpscale.fit(X, y, method="exact", solver="cg", subsample=max(20, n // 2))
+        ok, said = _sane(pred, Xt, yt)
+    warned = [w for w in got if issubclass(w.category, GPSCALE_WARNINGS)]
+    assert ok or warned, f"exact CG on {signal} x with {nuisance}, n={n} x{copies}: {said}"
+    assert pred.result.skill["loo_rows"] >= 2
+
+
+@settings(max_examples=4, deadline=None, derandomize=True,
+          suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**16), n=st.integers(60, 150), copies=st.sampled_from([1, 3]),
+       solver=st.sampled_from(["cholesky", "cg"]))
+def test_a_target_the_inputs_do_not_predict_is_warned_as_no_skill(seed, n, copies, solver):
+    """y independent of X (heavy-tailed): whatever θ the exact fit ends at, its
+    leave-one-out predictions explain nothing, and it says so."""
+    rng = np.random.default_rng(seed)
+    X = np.repeat(rng.uniform(-2, 2, (n, 2)), copies, axis=0)
+    y = rng.standard_t(2, n * copies)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        pred = gpscale.fit(X, y, method="exact", solver=solver, subsample=max(20, n // 2))
+    said = [str(w.message) for w in got if issubclass(w.category, ConvergenceWarning)]
+    assert pred.result.skill["loo_r2"] <= 0.05 + 1e-12 or not pred.result.skill["problem"]
+    assert any("no predictive skill" in s for s in said), (pred.result.skill, said)

@@ -212,7 +212,7 @@ def test_float32_slabs_keep_the_mean(device):
     for dt in ("float32", "float64"):
         it = cg_model(ex, block_dtype=dt, variance="lanczos",
                                          variance_options={"steps": 1}, precond_rank=30)
-        assert it.solver.solve_dtype == dt
+        assert it.solver.solve_dtype(it) == dt
         true = (r - it.solver.operator(it, "float64").matmul(it.solver.alpha)).norm() / r.norm()
         assert float(true) < 1.5e-3
         assert float((it.predict(X).mean - ref).square().mean().sqrt()) < bound
@@ -227,7 +227,7 @@ def test_warm_start_takes_fewer_iterations():
     ex = _exact(X, y)
     it = cg_model(ex, tol=1e-8, precond_rank=10, variance="lanczos",
                                      variance_options={"block_size": 4, "steps": 1})
-    assert it.solver.solve_dtype == "float64"  # tol below what float32 tiles reach
+    assert it.solver.solve_dtype(it) == "float64"  # tol below what float32 tiles reach
     cold_iters = it.solver.solve_info["iterations"]
     with torch.no_grad():  # a nearby θ, as between two hyperparameter steps
         it.kernel.outputscale = it.kernel.outputscale * 1.02
@@ -282,6 +282,37 @@ def test_from_exact_carries_the_hyperparameters_and_objective():
         it.noise = torch.tensor(0.02, dtype=torch.float64)
     it.predict(X[:3])
     assert not torch.equal(theta, it.solver.solved_theta)
+
+
+def test_a_noise_at_its_floor_moves_to_the_cg_solver():
+    """Issue 48: a fit whose σ² ended at its floor is moved, not re-checked as a user's
+    initial noise (which must be above the floor)."""
+    X, y, _ = _data(80)
+    ex = ExactGP(make_kernel("rbf", 3), X, y, noise=0.1, noise_floor=1e-4)
+    with torch.no_grad():
+        ex.raw_noise.fill_(-800.0)  # softplus underflows: σ² is the floor itself
+    assert float(ex.noise) == 1e-4
+    for floor in (None, 5e-5):
+        it = ex.with_solver(ConjugateGradients(), noise_floor=floor)
+        assert float(it.noise) == pytest.approx(1e-4, rel=1e-9)
+        assert ExactGP.noise.floor_of(it) == (1e-4 if floor is None else floor)
+    assert torch.equal(ex.with_solver("cholesky").raw_noise, ex.raw_noise)
+
+
+def test_the_iterative_path_takes_a_sample_fit_at_its_noise_floor():
+    """Issue 48's crash: nearly noise-free data, the sample's fit at its noise floor,
+    ``refine=0``: the CG model is built from it."""
+    from gpscale.methods.exact import fit_exact
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(700, 4, generator=g, dtype=torch.float64) * 2 - 1
+    y = torch.sin(3 * X[:, 0]) * torch.cos(2 * X[:, 1])
+    y = (y - y.mean()) / y.std()
+    with pytest.warns(Warning, match="floor"):
+        model, _ = fit_exact(X, y, make_kernel("rbf-ard", 4), solver="cg", subsample=300,
+                             refine=0, max_iter=60)
+    assert model.solver.name == "cg" and model.solver.solve_info["converged"]
+    assert model.solver.solve_dtype(model) == "float64"  # σ² too small for float32 tiles
+    assert float(model.noise) >= ExactGP.noise.floor_of(model)
 
 
 def test_bad_arguments_are_refused():
@@ -418,3 +449,23 @@ def test_the_preconditioners_cap_keeps_a_rank_floor_where_memory_allows(monkeypa
     assert it.solver.solve_info["precond_rank"] == 25
     monkeypatch.setattr(operator, "available_memory", lambda: None)
     assert it.solve(warm=False)["precond_rank"] == 40
+
+
+def test_the_pathwise_variance_error_stated_is_the_measured_one():
+    """The error the summary and the file state (PathwiseVariance.error) against the
+    Cholesky variances at the same θ (dense reference; benchmarks/results/cg-variance)."""
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(300, 2, generator=g, dtype=torch.float64)
+    Xs = torch.randn(400, 2, generator=g, dtype=torch.float64) * 1.2
+    y = torch.sin(X[:, 0]) + 0.1 * torch.randn(300, generator=g, dtype=torch.float64)
+    ex = ExactGP(make_kernel("rbf-ard", 2), X, y, noise=0.05)
+    ref = ex.predict(Xs).var
+    for S in (32, 128):
+        it = ex.with_solver(ConjugateGradients(tol=1e-8, variance="pathwise",
+                                               variance_options={"num_samples": S}))
+        rel = (it.predict(Xs).var / ref - 1).abs()
+        stated = it.solver.cache.error()
+        assert 0.5 * stated["median"] < float(rel.median()) < 1.5 * stated["median"]
+        assert float(rel.quantile(0.99)) < 1.3 * stated["p99"]
+        assert f"pathwise estimate from {S} draws" in it.title
+        assert it.to_config()["variance_error"] == stated

@@ -5,8 +5,17 @@
 ``features``, ``linalg``, ``models``, ``train``, ``data``, ``metrics`` and ``bench``.
 """
 
+import os as _os
+import signal as _signal
 import sys as _sys
+import threading as _threading
 from pathlib import Path as _Path
+
+# a worker process of gpscale's local dask cluster (gpscale.parallel.cluster.
+# LOCAL_WORKER_ENV): Ctrl-C reaches the whole process group, and the client closes it
+if _os.environ.get("GPSCALE_LOCAL_WORKER") == "1" and \
+        _threading.current_thread() is _threading.main_thread():
+    _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
 
 
 def _started_as_command() -> bool:

@@ -11,6 +11,8 @@ grid instead of the training rows; version 1 files, which hold the rows, still l
 column (:class:`gpscale.io.inputs.StringInputs`) or from a table's columns
 (:class:`gpscale.io.encoding.TableEncoding`), None for numeric columns.
 ``written_by`` (absent from older files) names the gpscale version that wrote the file.
+``checksum`` (absent from older files) is a sha256 over every other entry, tensors
+included (:mod:`gpscale.checksum`), checked at load: a damaged file is refused.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import torch
 from torch import nn
 
 from . import kernels as _kernels
+from .checksum import CHECKSUM_KEY, check_content, content_digest
 from .files import atomic_bytes
 from .io.encoding import TableEncoding
 from .io.given import column_names, writable
@@ -164,6 +167,9 @@ class Predictor:
                  "reads counts or codes)" if len(raw) == self.n_features else
                  "standardised units (X columns and y scaled to mean 0, std 1)")
         table = self.model.summary() if hasattr(self.model, "summary") else repr(self.model)
+        title = getattr(self.model, "title", "")  # the solver's line: a header, not a row
+        solver = f"model: {title}\n" if title and table.startswith(f"{title}\n") else ""
+        table = table.removeprefix(solver[len("model: "):])
         made = f" ({self.inputs.describe()})" if self.inputs is not None else ""
         picked = f"picked by method='auto': {self.choice}\n" if self.choice else ""
         if self.kernel_choice is not None:
@@ -172,7 +178,7 @@ class Predictor:
                 f" kernel {self.kernel_name!r}\ninputs: {self.n_features}{made}"
                 f"{' ' + str(self.feature_names) if self.feature_names else ''}, training "
                 f"points: {getattr(self.model, 'n', '?')}\n{picked}"
-                f"{self._quality_text()}fit: {self.result}\n"
+                f"{self._quality_text()}fit: {self.result}\n{solver}"
                 f"hyperparameters, in {units}:\n{table}")
 
     def _quality_text(self) -> str:
@@ -190,12 +196,13 @@ class Predictor:
 
     # -- persistence ----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
-        """The saved form: tensors and plain Python values only."""
+        """The saved form: tensors and plain Python values only, with the checksum of
+        the rest (:func:`gpscale.checksum.content_digest`)."""
         if not isinstance(self.model, GPModel):
             raise ValueError(f"cannot save a {type(self.model).__name__}: models are saved "
                              "through the gpscale.models.GPModel contract (to_config / "
                              "from_config); subclass GPModel")
-        return {
+        saved = {
             "format": _FORMAT_TAG, "format_version": FORMAT_VERSION,
             "written_by": f"gpscale {_version()}",
             "method": self.method, "kernel_name": self.kernel_name,
@@ -213,6 +220,7 @@ class Predictor:
                 dataclasses.asdict(self.kernel_choice)),
             **quality_entry(self),
         }
+        return {**saved, CHECKSUM_KEY: content_digest(saved)}
 
     def to_bytes(self) -> bytes:
         """The saved file's bytes (:meth:`to_dict` through ``torch.save``)."""
@@ -231,13 +239,16 @@ class Predictor:
 
 def load(path: str | os.PathLike, device: torch.device | str | None = None) -> Predictor:
     """Read a predictor written by :meth:`Predictor.save` (optionally onto ``device``).
-    ValueError, in one line, for a file that is not a gpscale model, is damaged, or
-    comes from a newer gpscale."""
+    ValueError, in one line, for a file that is not a gpscale model, is damaged (its
+    content does not match its checksum, :mod:`gpscale.checksum`; a file written before
+    the checksum is checked for nothing more than before), or comes from a newer
+    gpscale."""
     device = check_device(device)
     if not (path := Path(path)).is_file():
         raise FileNotFoundError(f"model file {str(path)!r} not found")
     saved = _read(path)
     _check_version(saved.get("format_version", _MISSING), path)
+    check_content(saved, str(path))
     try:
         pred = _rebuild(saved, path)
     except KeyError as err:

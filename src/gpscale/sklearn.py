@@ -70,8 +70,10 @@ class GPRegressor(RegressorMixin, BaseEstimator):
         self.options = options
 
     def _method_options(self) -> dict[str, Any]:
-        if self.method != "auto":
-            api.get_method(self.method)  # a clear error for an unknown name, before the data
+        if self.method != "auto" and (not isinstance(self.method, str)
+                                      or self.method not in api.METHODS):
+            raise ValueError(f"unknown method {self.method!r}; choose one of "
+                             f"{sorted(api.METHODS)} or 'auto'")  # before the data
         common = {"max_iter": self.max_iter, "restarts": self.restarts, "seed": self.seed,
                   "noise": self.noise}
         opts = {k: v for k, v in common.items() if v is not None}

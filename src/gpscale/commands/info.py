@@ -68,6 +68,7 @@ def model_info(path: str | os.PathLike) -> dict[str, Any]:
                 "evaluations": int(result.n_evals), "time_s": _num(result.wall_s),
                 "converged": bool(result.converged), "reason": result.reason},
         "solver": _solver(pred.model),
+        "skill": dict(result.skill) or None,
         "picked_by_auto": None if pred.choice is None else {
             "method": pred.choice.method, "options": dict(pred.choice.options),
             "reason": pred.choice.reason},
@@ -104,7 +105,8 @@ def _solver(model: nn.Module) -> dict[str, Any] | None:
         return None
     return {**{k: (_num(v) if isinstance(v, float) else v) for k, v in info.items()},
             "tol": _num(solver.tol), "refined": dict(solver.refined),
-            "stored_bytes": model.state_bytes()}
+            "stored_bytes": model.state_bytes(),
+            "variances": getattr(solver.cache, "note", lambda: None)()}
 
 
 def hyperparameters(pred: Predictor) -> dict[str, dict[str, Any]]:
@@ -271,12 +273,24 @@ def info_text(info: dict[str, Any]) -> str:
             f" relative residual {solver.get('residual', float('nan')):.2e} (tol "
             f"{solver.get('tol')}); the file holds "
             + ", ".join(f"{k} {v / 2**20:.1f} MiB" for k, v in held.items())]
+        if solver.get("variances"):
+            lines[-2:-2] = [f"         {solver['variances']}"]
         refined = solver.get("refined") or {}
         if refined.get("evaluations"):
             lines[-2:-2] = [
                 f"refine   θ from a row sample ({refined.get('start')} start) refined on every "
                 f"row by {refined['evaluations']} stochastic gradient evaluations "
                 f"({refined.get('probes')} probes; {refined.get('reason')})"]
+    skill = info.get("skill")
+    if skill:
+        share = skill.get("lengthscale_share")
+        lines[-2:-2] = [
+            f"skill    leave-one-out R² {skill.get('loo_r2', float('nan')):.3g} on "
+            f"{skill.get('loo_rows')} rows" + ("" if share is None else
+                                              f"; smallest lengthscale {share:.2g} x its "
+                                              "column's standard deviation")]
+        if skill.get("problem"):
+            lines[-2:-2] = [f"         {skill['problem']}"]
     quality = info.get("data_quality")
     if quality is not None:
         found = quality["lines"] or ["no constant columns or duplicated rows found"]

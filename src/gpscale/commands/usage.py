@@ -130,11 +130,15 @@ def check_usage(args: argparse.Namespace) -> None:
 
 
 def _check_fit_values(args: argparse.Namespace) -> None:
-    """UsageError for a ``--dtype`` no method computes in and a ``--seed`` torch cannot
-    take: checked here, before any work, so they are not internal errors later."""
+    """UsageError for a ``--dtype`` no method computes in, a ``--seed`` torch cannot
+    take and a ``--budget`` that is not a positive number of seconds: checked here,
+    before any work, so they are not internal errors later."""
     if args.dtype is not None and args.dtype.strip().removeprefix("torch.") not in DTYPES:
         raise UsageError(f"--dtype must be one of {', '.join(DTYPES)} (the precisions the "
                          f"methods compute in), got {args.dtype!r}")
+    if args.budget is not None and not (math.isfinite(args.budget) and args.budget > 0):
+        raise UsageError(f"--budget must be a positive number of seconds, got "
+                         f"{args.budget:g}")
     if args.seed is not None and not 0 <= args.seed < SEED_LIMIT:
         raise UsageError(f"--seed must be a whole number from 0 to 2**64 - 1, got "
                          f"{args.seed}")

@@ -66,10 +66,11 @@ def _register(cls: type[Kernel], name: str | None) -> None:
 def kernel_class(name: str) -> type[Kernel]:
     """The registered kernel class called ``name``; ValueError naming the fix."""
     if name not in KERNEL_CLASSES:
+        public = sorted(k for k in KERNEL_CLASSES if not k.startswith("_"))  # not bases
         raise ValueError(
             f"unknown kernel type {name!r} in saved config: define (import) the kernel "
             f"class before loading, a subclass of gpscale.kernels.Kernel registers itself "
-            f"by its class name (known: {sorted(KERNEL_CLASSES)})")
+            f"by its class name (known: {public})")
     return KERNEL_CLASSES[name]
 
 

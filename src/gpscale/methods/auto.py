@@ -165,7 +165,10 @@ def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
                   f"{why_not_exact}; rff learns from passes over the rows (streamed from "
                   f"files, on a cluster if given) with p={p} random features"
                   + (f", sized for the budget of {_seconds(budget)} (about "
-                     f"{_seconds(rff_seconds(n, p))} estimated)" if budget else ""))
+                     f"{_seconds(rff_seconds(n, p))} estimated"
+                     + ("; the budget is below what any method needs, so rff takes its "
+                        "smallest size" if rff_seconds(n, p) > budget else "") + ")"
+                     if budget else ""))
 
 
 def _iterative_choice(n: int, d: int, kernel: Kernel, budget: float | None,
@@ -216,6 +219,8 @@ def _sgpr_choice(n: int, d: int, budget: float | None, avail: int | None,
 
 
 def _seconds(s: float) -> str:
+    if s < 10:  # two significant figures: a small budget or estimate is not "0 s"
+        return f"{s:.2g} s"
     if s < 120:
         return f"{s:.0f} s"
     return f"{s / 60:.0f} min" if s < 7200 else f"{s / 3600:.3g} h"

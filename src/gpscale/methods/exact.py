@@ -22,6 +22,7 @@ from ..kernels.chunked import tiled_gradient
 from ..metrics import nlpd
 from ..models import ConjugateGradients, ExactGP
 from ..models.copies import Copies, keep_copies, merge_copies, rows_variance
+from ..models.skill import fit_skill
 from ..priors import Prior, resolve_priors
 from ..progress import progress_bar
 from ..train import FitResult, fit_lbfgs
@@ -139,8 +140,11 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
 
         def sample_fit(rows: torch.Tensor, k: Kernel, floor: float, noise: float
                        ) -> tuple[ExactGP, FitResult]:
-            return cholesky(X[rows], y[rows], None if copies is None else copies.subset(rows),
-                            k, noise, floor)
+            fit = cholesky(X[rows], y[rows], None if copies is None else copies.subset(rows),
+                           k, noise, floor)
+            if fit[1].reason == "interrupted":  # Ctrl-C: stop before the work on every row
+                raise KeyboardInterrupt
+            return fit
 
         small, result = sample_fit(keep, kernel, noise_floor, noise)
         sampled, user_floor = small, ExactGP.noise.floor_of(small)
@@ -175,8 +179,19 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
         info = model.solve(x0=x0, progress=progress)
         result.history.append({"phase": "all rows", **info})
         result.wall_s += info["seconds"]
-        return model, result
-    return cholesky(X, y, copies, kernel, noise, noise_floor)
+        return _skill_checked(model, result)
+    return _skill_checked(*cholesky(X, y, copies, kernel, noise, noise_floor))
+
+
+def _skill_checked(model: ExactGP, result: FitResult) -> tuple[ExactGP, FitResult]:
+    """The fit with its skill check in ``result.skill``
+    (:func:`gpscale.models.skill.fit_skill`: leave-one-out R², lengthscales against the
+    inputs' spread); a ConvergenceWarning when it finds no skill."""
+    if result.reason != "interrupted":
+        result.skill = fit_skill(model)
+        if result.skill["problem"]:
+            warnings.warn(result.skill["problem"], ConvergenceWarning, stacklevel=4)
+    return model, result
 
 
 def _fit_cholesky(X: torch.Tensor, y: torch.Tensor, copies: Copies | None, kernel: Kernel,

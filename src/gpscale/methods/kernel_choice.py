@@ -30,9 +30,9 @@ import torch
 
 from ..kernels import Kernel, make_kernel
 from ..linalg import robust_cholesky
-from ..linalg.cholesky import inverse_from_cholesky
 from ..metrics import nlpd_terms
 from ..models import ExactGP
+from ..models.skill import loo_residuals
 from ..train import FitResult
 from ..train.starts import sample_rows
 from .cost import exact_seconds
@@ -89,11 +89,13 @@ class KernelChoice:
 
 def loo_predictions(model: ExactGP) -> tuple[torch.Tensor, torch.Tensor]:
     """Leave-one-out predictive means and variances of y at the model's rows from one
-    Cholesky factor (R&W eq. 5.12); rows merged from copies leave out all their copies."""
+    Cholesky factor (:func:`gpscale.models.skill.loo_residuals`, R&W eq. 5.12); rows
+    merged from copies leave out all their copies."""
     with torch.no_grad():
-        Cinv = inverse_from_cholesky(robust_cholesky(model.covariance()))
-        var = 1.0 / torch.diagonal(Cinv)
-        return model.y - (Cinv @ (model.y - model.mean_constant)) * var, var
+        L = robust_cholesky(model.covariance())
+        alpha = torch.cholesky_solve((model.y - model.mean_constant)[:, None], L)[:, 0]
+        residual, var = loo_residuals(L, alpha)
+        return model.y - residual, var
 
 
 @dataclass

@@ -303,7 +303,9 @@ class ExactGP(MergedRows, GPModel):
                     ) -> ExactGP:
         """A new model with these hyperparameters (kernel, σ², mean, noise floor) on the
         rows X, y (default: this model's own) solved by ``solver``. ``noise_floor``:
-        another floor (below σ²; σ² keeps its value); ``copies``: the new rows' copies
+        another floor (at most σ²; σ² keeps its value). The fitted values are moved as they
+        are, not checked again as a user's initial ones (σ² may sit at its floor).
+        ``copies``: the new rows' copies
         (default: this model's when its own rows are kept, else none)."""
         X = self.X if X is None else X
         y = self.y if y is None else y
@@ -311,7 +313,10 @@ class ExactGP(MergedRows, GPModel):
         floor = own if noise_floor is None else float(noise_floor)
         if isinstance(copies, str):
             copies = self.copies if y is self.y else None
-        model = ExactGP(copy.deepcopy(self.kernel), X, y, noise=float(self.noise.detach()),
+        noise = float(self.noise.detach())
+        # the constructor checks a user's initial σ²; a fitted σ² may sit at its floor, so
+        # the model is built from a placeholder and given the fitted numbers after
+        model = ExactGP(copy.deepcopy(self.kernel), X, y, noise=max(noise, 2.0 * floor),
                         mean=self.mean_kind, dtype=self.X.dtype, device=self.X.device,
                         noise_floor=None if floor == ExactGP.noise.floor else floor,
                         copies=copies, mean_constant=float(self.mean_constant.detach()),
@@ -319,6 +324,8 @@ class ExactGP(MergedRows, GPModel):
         with torch.no_grad():  # the raw numbers, so that σ² and m are bit-identical
             if floor == own:
                 model.raw_noise.copy_(self.raw_noise)
+            else:
+                model.noise = noise
             model.mean_constant.copy_(self.mean_constant)
         return model
 

@@ -60,8 +60,8 @@ from .iterative_variance import LanczosVariance, PathwiseVariance, variance_cach
 from .precond import check_preconditioner, low_rank_factor
 
 __all__ = ["ConjugateGradients", "StochasticGradient", "ProbeDraws", "DENSE_OBJECTIVE_MAX",
-           "PRECOND_BYTES", "PRECOND_MIN_RANK", "PRECOND_TOL", "FLOAT32_MIN_TOL",
-           "precond_cap"]
+           "FLOAT32_MIN_NOISE", "PRECOND_BYTES", "PRECOND_MIN_RANK", "PRECOND_TOL",
+           "FLOAT32_MIN_TOL", "precond_cap"]
 
 #: the smallest ``tol`` solved with float32 tiles: their rounding (about 1e-7 per entry,
 #: times |K||α|, which grows as σ² shrinks) leaves a true relative residual of up to a
@@ -70,6 +70,9 @@ FLOAT32_MIN_TOL = 1e-3
 #: rpchol's stop, tr(K − LLᵀ) ≤ PRECOND_TOL · nσ²: a mean excess of 1/4 over the
 #: preconditioned spectrum's floor (benchmarks/results/design-measurements.md)
 PRECOND_TOL = 0.25
+#: float32 tiles need σ² ≥ this · √n · mean k(x, x), 8 x float32's unit roundoff: CG
+#: diverged below ~1.5e-5 · s at n = 1000 and ~2.4e-5 · s at 4000 (issue 48's data)
+FLOAT32_MIN_NOISE = 8 * 2.0**-24
 #: memory for the preconditioner's factor L (n x r) when ``precond_rank`` is None ...
 PRECOND_BYTES = 3 * 2**29
 #: ... but at least this rank where half the available memory holds it: the rank a good
@@ -117,7 +120,8 @@ class ConjugateGradients:
     block_dtype : "float32" (default): tiles of K formed and multiplied in float32 and
         summed in float64 (stationary kernels; about 1e-7 relative error per entry, far
         below what ``tol`` = 1e-3 allows, and faster than float64 tiles), or
-        "float64" (used anyway when ``tol`` < :data:`FLOAT32_MIN_TOL`). Predictions are
+        "float64" (used anyway when ``tol`` < :data:`FLOAT32_MIN_TOL` or σ² is too small
+        for float32's rounding: :meth:`solve_dtype`). Predictions are
         always computed in float64.
     variance : "auto" (pathwise sampling where the kernel has a spectral density, else
         Lanczos), "pathwise" or "lanczos" (:mod:`~gpscale.models.iterative_variance`).
@@ -136,7 +140,13 @@ class ConjugateGradients:
     """
 
     name = "cg"
-    title = "Exact GP (iterative: preconditioned CG)"
+
+    @property
+    def title(self) -> str:
+        """The summary's header: the solver, and how good its variances are."""
+        note = getattr(self.cache, "note", None)
+        return "Exact GP (iterative: preconditioned CG)" + ("" if note is None
+                                                           else f"; {note()}")
 
     def __init__(self, tol: float = 1e-3, max_iter: int = 1000,
                  precond_rank: int | None = None, precond_tol: float = PRECOND_TOL,
@@ -175,11 +185,18 @@ class ConjugateGradients:
         self.solved_theta = torch.zeros(0, dtype=model.X.dtype, device=model.X.device)
 
     # -- solving --------------------------------------------------------------------
-    @property
-    def solve_dtype(self) -> str:
+    def solve_dtype(self, model: Any) -> str:
         """The tiles' dtype in :meth:`solve`: ``block_dtype``, but float64 whenever
-        ``tol`` < :data:`FLOAT32_MIN_TOL` (float32 tiles cannot reach it)."""
-        return "float64" if self.tol < FLOAT32_MIN_TOL else self.block_dtype
+        ``tol`` < :data:`FLOAT32_MIN_TOL` or σ² < :data:`FLOAT32_MIN_NOISE` · √n · mean
+        k(x, x): float32 tiles cannot reach the tolerance, or their rounding (relative
+        2⁻²⁴ an entry, about √n of it in a row's product) outweighs σ² and CG diverges."""
+        if self.tol < FLOAT32_MIN_TOL or self.block_dtype == "float64":
+            return "float64"
+        head = model.X[:1024]
+        signal = float(model.kernel.diag(head).detach().mean()) if head.shape[0] else 0.0
+        noise = float(model.noise.detach())
+        return "float64" if noise < FLOAT32_MIN_NOISE * math.sqrt(model.n) * signal \
+            else "float32"
 
     def operator(self, model: Any, block_dtype: str | None = None) -> KernelOperator:
         """C = K + σ²I (σ² diag(1/c) with copies) as a :class:`KernelOperator` at the
@@ -232,7 +249,7 @@ class ConjugateGradients:
         iterations, residual, passes, seconds, and ``residuals``: the largest relative
         residual after each iteration."""
         t0 = time.perf_counter()
-        op = self.operator(model, self.solve_dtype)
+        op = self.operator(model, self.solve_dtype(model))
         precond = self.preconditioner(model, self.precond_factor(model, op))
         t_pre = time.perf_counter() - t0
         r = model.y - model.mean_constant.detach()
@@ -379,7 +396,8 @@ class ConjugateGradients:
             "cg_residual": self.solve_info.get("residual"),
             "cg_converged": self.solve_info.get("converged"),
             "precond_rank_used": self.solve_info.get("precond_rank"),
-            "refined": dict(self.refined), "bytes": self.state_bytes(model)}
+            "refined": dict(self.refined), "bytes": self.state_bytes(model),
+            "variance_error": getattr(self.cache, "error", dict)()}
 
     @classmethod
     def from_config(cls, config: dict[str, Any]) -> ConjugateGradients:
@@ -446,7 +464,8 @@ class StochasticGradient:
         """L, LᵀL and the probes' draws at the current hyperparameters."""
         model, solver = self.model, self.model.solver
         with torch.no_grad():
-            self.L = solver.precond_factor(model, solver.operator(model, solver.solve_dtype))
+            op = solver.operator(model, solver.solve_dtype(model))
+            self.L = solver.precond_factor(model, op)
         self.gram = None if self.L is None else factor_gram(self.L)
         self.draws = ProbeDraws(model.n, 0 if self.L is None else self.L.shape[1], self.t,
                                 self.seed, model.X.dtype, model.X.device)
@@ -459,7 +478,7 @@ class StochasticGradient:
         noise = model.noise.detach()
         copies, scale = model.copies, model.copy_scale()
         with torch.no_grad():
-            op = solver.operator(model, solver.solve_dtype)
+            op = solver.operator(model, solver.solve_dtype(model))
             precond = solver.preconditioner(model, self.L, self.gram)
             Z = self.draws.probes(self.L, float(noise), scale)
             W = Z / op.noise_column() if precond is None else precond(Z)

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import re
 import sys
 import threading
@@ -29,6 +30,9 @@ import torch
 from .reduce import FAN_IN, as_partition, sum_results
 
 _INSTALL = "pip install 'gpscale[distributed]'"
+#: set for the worker processes of :func:`connect`'s local cluster; ``gpscale/__init__``
+#: reads it (by this name) to ignore SIGINT there
+LOCAL_WORKER_ENV = "GPSCALE_LOCAL_WORKER"
 _ADDRESS = re.compile(r"^(?:(?:tcp|tls|ucx|ws|wss)://)?(?:\[[0-9A-Fa-f:.]+\]|[\w.-]+):(\d{1,5})$")
 
 
@@ -189,7 +193,8 @@ def connect(scheduler: Any = None, workers: int | None = None) -> Iterator[Any]:
 
     ``scheduler``: an address ``"tcp://host:port"`` (closed on exit) or an existing
     ``Client`` (left open); ``workers=N``: a new ``LocalCluster`` of N single-threaded
-    worker processes, shut down on exit; neither: None, i.e. compute in-process.
+    worker processes that ignore SIGINT (:func:`_workers_ignore_sigint`), shut down on exit,
+    Ctrl-C included; neither: None, i.e. compute in-process.
 
     An address is probed first, within dask's ``distributed.comm.timeouts.connect``
     (30 s by default; ``DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT=60s`` to change it):
@@ -208,9 +213,15 @@ def connect(scheduler: Any = None, workers: int | None = None) -> Iterator[Any]:
                 or workers < 1:
             raise ValueError(f"workers must be an integer >= 1, got {workers!r}")
         dist = _import_distributed()
-        with dist.LocalCluster(n_workers=int(workers), threads_per_worker=1, processes=True,
-                               dashboard_address=None) as cluster, \
+        # no dashboard, and its server on a free port: a busy 8787 is no warning
+        with _workers_ignore_sigint(), \
+                dist.LocalCluster(n_workers=0, threads_per_worker=1, processes=True,
+                                  dashboard_address=None, scheduler_kwargs={
+                                      "dashboard": False, "dashboard_address": ":0"}
+                                  ) as cluster, \
                 dist.Client(cluster) as client, _cluster_errors(client, "the local cluster"):
+            cluster.scale(int(workers))  # started inside the block: Ctrl-C closes them
+            client.wait_for_workers(int(workers), timeout=max(60.0, 2 * connect_timeout()))
             yield client
         return
     if isinstance(scheduler, str):
@@ -231,6 +242,24 @@ def connect(scheduler: Any = None, workers: int | None = None) -> Iterator[Any]:
                          f"distributed.Client, got {type(scheduler).__name__}")
     with _cluster_errors(scheduler, f"the dask scheduler at {_address_of(scheduler)}"):
         yield scheduler
+
+
+@contextlib.contextmanager
+def _workers_ignore_sigint() -> Iterator[None]:
+    """Worker processes started in the block ignore SIGINT: they inherit
+    :data:`LOCAL_WORKER_ENV`, and ``import gpscale`` (their first import: a spawned
+    process re-imports the parent's main module) then ignores it. Ctrl-C at a terminal
+    reaches the whole process group; the client, on its KeyboardInterrupt, cancels its
+    tasks and closes the cluster, instead of each worker dying with a traceback."""
+    before = os.environ.get(LOCAL_WORKER_ENV)
+    os.environ[LOCAL_WORKER_ENV] = "1"
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(LOCAL_WORKER_ENV, None)
+        else:
+            os.environ[LOCAL_WORKER_ENV] = before
 
 
 def connect_timeout() -> float:

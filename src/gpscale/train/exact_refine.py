@@ -17,13 +17,16 @@ again and L-BFGS starts its memory anew.
 from __future__ import annotations
 
 import time
+import warnings
 from typing import Any
 
 import torch
 
+from ..linalg.cholesky import CholeskyError
 from ..models.exact_cg import StochasticGradient
 from ..params import FLOOR_MARGIN, inv_softplus, positive_params
 from .result import FitResult, theta_of
+from .warning_types import ConvergenceWarning
 
 __all__ = ["refine_on_rows", "PROBES"]
 
@@ -65,12 +68,16 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
     coords = LogCoordinates(model, params)
     estimate = StochasticGradient(model, probes, seed)
     first = 0  # CG iterations of the first solve with the current preconditioner
+    finite = coords.values()  # the last θ whose gradient was finite
 
     def gradient(x: torch.Tensor) -> torch.Tensor:
-        nonlocal first
+        nonlocal first, finite
         coords.assign(x)
         grads, info = estimate()
         g = coords.gradient(grads)
+        if not bool(torch.isfinite(g).all()):
+            raise _Diverged
+        finite = x.clone()
         first = first or max(info["iterations"], 1)
         info = {"iter": len(history) + 1, "phase": "refine", "grad_norm": float(g.norm()),
                 "time_s": time.perf_counter() - t0, **info}
@@ -91,12 +98,24 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
         history[-1]["precond_refreshed"] = True
         return True
 
-    x, converged = _lbfgs(gradient, coords.values(), steps, min_step, stale)
+    try:
+        x, converged = _lbfgs(gradient, coords.values(), steps, min_step, stale)
+        reason = f"steps below {min_step:g}" if converged else f"{steps} gradient evaluations"
+        estimate.keep_weights()
+    except (_Diverged, CholeskyError):  # a non-finite gradient: keep the last finite θ
+        x, converged, reason = finite, False, "diverged"
+        warnings.warn(f"the refinement of θ on every row diverged after {len(history)} "
+                      "gradient evaluations; θ is the last point with a finite gradient. "
+                      "Pass refine=0 (θ from the sample) or a larger noise_floor",
+                      ConvergenceWarning, stacklevel=3)
     coords.assign(x)
-    estimate.keep_weights()
-    reason = (f"steps below {min_step:g}" if converged else f"{steps} gradient evaluations")
-    return FitResult("exact-refine", theta_of(model), history[-1]["data_fit"], history,
+    fit = history[-1]["data_fit"] if history else float("nan")
+    return FitResult("exact-refine", theta_of(model), fit, history,
                      converged, reason, time.perf_counter() - t0, len(history))
+
+
+class _Diverged(ArithmeticError):
+    """The stochastic gradient came back NaN or infinite."""
 
 
 class LogCoordinates:

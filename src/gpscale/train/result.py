@@ -28,12 +28,15 @@ class FitResult:
     reason: str = ""
     wall_s: float = 0.0
     n_evals: int = 0
+    #: the exact GP's skill check (:func:`gpscale.models.skill.fit_skill`); empty: none
+    skill: dict[str, Any] = field(default_factory=dict)
 
     def __str__(self) -> str:
         iters = max((h.get("iter", 0) for h in self.history), default=0)
         return (f"{self.method}: objective {self.objective:.6g} after "
                 f"{iters} iterations, {self.n_evals} evaluations, "
-                f"{self.wall_s:.2f} s ({self.reason})")
+                f"{self.wall_s:.2f} s ({self.reason})"
+                + (f"; {self.skill['problem']}" if self.skill.get("problem") else ""))
 
 
 def theta_of(model: nn.Module) -> dict[str, list[float]]:

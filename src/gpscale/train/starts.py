@@ -84,14 +84,15 @@ def fit_from_sqrt_d(model: torch.nn.Module, fit: Callable[[], FitResult],
 
     With ``init="auto"`` and lengthscales moved by :func:`sqrt_d_start`, a search that
     ends with the noise at its floor gets a second search from the given values, and
-    the lower objective wins (ties keep the first). The model is left holding the
-    winner's values. With ``init="given"`` it is one search from the given values."""
+    the lower objective wins (ties keep the first); a search stopped by Ctrl-C gets
+    none. The model is left holding the winner's values. With ``init="given"`` it is
+    one search from the given values."""
     params = [p for p in model.parameters() if p.requires_grad]
     given = snapshot(params)
     if not (init == "auto" and sqrt_d_start(model)):
         return fit()
     result = fit()
-    if not noise_at_floor(model):
+    if result.reason == "interrupted" or not noise_at_floor(model):  # Ctrl-C: no second
         return result
     found = snapshot(params)
     restore(params, given)
