@@ -5,7 +5,7 @@ import math
 
 import torch
 
-from gpscale.models.exact_cg import StochasticGradient
+from gpscale.models.exact_cg_gradient import StochasticGradient
 
 
 def assert_unbiased_gradient(model, want: torch.Tensor, draws: int = 16,

@@ -1,7 +1,7 @@
 """Hyperparameters of the exact GP on every row when it is solved by CG: L-BFGS on the
 stochastic gradients of the exact marginal likelihood (BBMM, Gardner, Pleiss, Bindel,
 Weinberger & Wilson 2018) that the model estimates
-(:class:`~gpscale.models.exact_cg.StochasticGradient`: the NLML needs solves with C and
+(:class:`~gpscale.models.exact_cg_gradient.StochasticGradient`: the NLML needs solves with C and
 a trace, estimated with probes from the preconditioner).
 
 The steps (:func:`refine_on_rows`) are L-BFGS's with a line search on the gradient
@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from ..linalg.cholesky import CholeskyError
-from ..models.exact_cg import StochasticGradient
+from ..models.exact_cg_gradient import StochasticGradient
 from ..params import FLOOR_MARGIN, inv_softplus, positive_params
 from .result import FitResult, theta_of
 from .warning_types import ConvergenceWarning
