@@ -194,7 +194,7 @@ class _Tile:
     """One tile's memory, reused by every tile of a product: a fresh multi-MiB tensor per
     tile costs a page fault per page where the allocator hands large blocks back to the
     system at once (glibc with MALLOC_TRIM_THRESHOLD_ set, as dask's nanny sets it on
-    every worker: the same product took 2.7-3.2x as long, n = 20 000, one thread)."""
+    every worker; benchmarks/results/design-measurements.md)."""
 
     def __init__(self, rows: int, cols: int, like: torch.Tensor, count: int = 1) -> None:
         self.buffers = [like.new_empty(rows * cols) for _ in range(count)]

@@ -14,7 +14,7 @@ import torch
 __all__ = ["add_upper_gram_", "mirror_upper"]
 
 #: columns per panel: small enough to skip most of the lower triangle, large enough for
-#: each product to run near the GEMM rate (p = 512: 128 measured fastest of 64/128/256)
+#: each product to run near the GEMM rate (benchmarks/results/design-measurements.md)
 PANEL = 128
 
 

@@ -66,9 +66,8 @@ def low_rank_inverse(L, s2: torch.Tensor, gram: torch.Tensor | None = None,
 
     Not in float32, even where the products C V are: along an eigenvector of L Lᵀ with
     eigenvalue λ the result is R's component over λ + σ², formed as (R − L z)/σ², so
-    float32's rounding of L z comes back multiplied by about λ/σ². On elevators fold 1
-    (14 939 rows, σ² = 0.13, rank 256) a float32 apply took CG 42 iterations where
-    float64 took 5; on kin40k fold 0 (rank 5 592) 20 against 15 in the same time."""
+    float32's rounding of L z comes back multiplied by about λ/σ², and CG stalls
+    (benchmarks/results/design-measurements.md)."""
     if scale is not None:
         inner = low_rank_inverse(L, s2, gram)
         s = scale[:, None]

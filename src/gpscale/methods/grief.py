@@ -28,9 +28,8 @@ def fit_grief(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
               device: torch.device | str | None = None) -> tuple[FeatureGP, FitResult]:
     """GP-GRIEF-II: p = ``num_features`` eigenfunctions of a grid of ``m_bar``^d inducing
     points (default p = min(1000, 10^⌊log10 n⌋); ``grid`` "quantile" (default) or
-    "uniform" placement per column: on fold 0 of the large UCI sets the quantile grid
-    was never worse by more than 0.2 % in test RMSE and better where columns are heavy
-    tailed, elevators 0.377 against 0.392), initialised by exact ML-II on up to 1000
+    "uniform" placement per column: the quantile grid is better where columns are heavy
+    tailed, benchmarks/results/grief-uci-large-quantile/), initialised by exact ML-II on up to 1000
     points (from the lengthscales and signal variance the kernel was given, where they
     are not the defaults 1), then ML-II by L-BFGS. ``X`` may be
     :class:`~gpscale.io.Rows` (y None): the grid

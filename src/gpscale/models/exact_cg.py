@@ -58,8 +58,8 @@ FLOAT32_MIN_TOL = 1e-3
 #: rpchol's stop, tr(K − LLᵀ) ≤ PRECOND_TOL · nσ²: a mean excess of 1/4 over the
 #: preconditioned spectrum's floor (benchmarks/results/design-measurements.md)
 PRECOND_TOL = 0.25
-#: float32 tiles need σ² ≥ this · √n · mean k(x, x), 8 x float32's unit roundoff: CG
-#: diverged below ~1.5e-5 · s at n = 1000 and ~2.4e-5 · s at 4000 (issue 48's data)
+#: float32 tiles need σ² ≥ this · √n · mean k(x, x), 8 x float32's unit roundoff, or CG
+#: diverges (benchmarks/results/design-measurements.md)
 FLOAT32_MIN_NOISE = 8 * 2.0**-24
 #: memory for the preconditioner's factor L (n x r) when ``precond_rank`` is None ...
 PRECOND_BYTES = 3 * 2**29

@@ -73,9 +73,9 @@ def epoch_batches(n: int, batch_size: int, generator: torch.Generator,
     yield from torch.split(perm, batch_size)
 
 
-#: fewer planned optimiser steps than this draw a :class:`FewStepsWarning`: on a clean
-#: 300-row set SCGD with its defaults took 1000 steps (100 epochs of 32) to calibrated
-#: 95 % intervals; after 100 (10 epochs) its predictive std was still 2.3x the noise
+#: fewer planned optimiser steps than this draw a :class:`FewStepsWarning`: SCGD at its
+#: defaults needs about this many to calibrated 95 % intervals
+#: (benchmarks/results/design-measurements.md)
 MIN_STEPS = 1000
 
 

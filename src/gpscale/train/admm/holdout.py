@@ -124,20 +124,12 @@ def fit_admm_hocv(
 #: ours, not the paper's): ρ = 20, the adjoint λ⁰, CG ≤ 50 iterations per solve, the
 #: paper's ε = 1e-2, and at most 7 backtracks (μ ≥ 1/64 of the L-BFGS step). The
 #: backtrack cap trades time for precision near the optimum, where the inexact solves
-#: make the line search fail; it was chosen between 5, 7 and 10 on kin40k (``gpscale
-#: bench admm-quality``, RBF-ARD, n = 8000 and 16 000): fewer stopped the larger run
-#: early, more cost the smaller one its time target. The 7-backtrack runs are
-#: benchmarks/results/admm-quality-n8000 and admm-quality-n16000; the 5- and 10-backtrack
-#: ones are those reports' earlier versions (commits 7dd27fe, 1bdc89e and 173f8a4, f6b0858).
-#: The stop test is the one-iteration ‖Δθ‖ < ε (``window=1``), not the library's
-#: 10-iteration window: the window is there for the paper's θ-step, whose θ drifts by a
-#: few 1e-3 per iteration under a fixed ρ; the tangent θ-step is not pinned, and its runs
-#: end when a θ-step accepts no step (Δθ = 0). Measured with window 10 on kin40k
-#: (RBF-ARD, 1 thread): at n = 4000 and 8000 (hold-out, and both folds of the 2-fold
-#: run at 8000) θ stopped moving at iteration 7–8 and the run went on to iteration 16–17
-#: with θ unchanged (n = 8000 hold-out: iteration 8 reached at 72 s, the stop at 127 s);
-#: at n = 2000 it ran to max_iter = 20, two small accepted steps after six empty
-#: iterations (Δθ 0.035, test RMSE 0.2357 against 0.2355 at the one-iteration stop).
+#: make the line search fail (chosen between 5, 7 and 10 on kin40k:
+#: benchmarks/results/admm-quality-n8000/, -n16000/). The stop test is the one-iteration
+#: ‖Δθ‖ < ε (``window=1``), not the library's 10-iteration window: the window is there for
+#: the paper's θ-step, whose θ drifts under a fixed ρ; the tangent θ-step's runs end when
+#: a θ-step accepts no step, and a 10-iteration window only added iterations with θ
+#: unchanged (benchmarks/results/design-measurements.md).
 #: ``fit_admm_hocv(model, **TANGENT)``.
 TANGENT: dict[str, Any] = {"coupling": "tangent", "lam_init": "adjoint", "rho": 20.0,
                            "cg_max_iter": 50, "max_backtracks": 7, "eps": 1e-2,
