@@ -21,6 +21,7 @@ from gpscale import cli
 from gpscale.commands.info import info_text, model_info
 from gpscale.commands.methods import method_options
 from gpscale.methods import METHODS
+from gpscale.methods.kernel_choice import CANDIDATES
 from gpscale.methods.options import option_defaults
 
 SRC = Path(gpscale.__file__).resolve().parents[1]
@@ -230,7 +231,9 @@ def test_info_reports_hyperparameters_in_the_data_units(tmp_path, method):
     code, out, err = _gpscale("info", "m.pt", "--json", cwd=tmp_path)
     assert code == 0, err
     info = json.loads(out)
-    assert (info["method"], info["kernel"], info["n"], info["d"]) == (method, "rbf-ard", 40, 2)
+    assert (info["method"], info["kernel"], info["n"], info["d"]) == (method, pred.kernel_name,
+                                                                      40, 2)
+    assert pred.kernel_name in (CANDIDATES if method == "exact" else ("rbf-ard",))
     assert info["inputs"] == ["a", "b"] and info["target"] == "y"
     assert info["format_version"] == 2 and info["written_by"] == f"gpscale {gpscale.__version__}"
     fit = info["fit"]

@@ -70,8 +70,9 @@ def test_ctrl_c_on_a_local_cluster_exits_130_in_one_line(tmp_path):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
     assert proc.returncode == 130, err
-    assert err.strip().splitlines() == [
-        "gpscale: interrupted; no output was written (earlier files are as they were)"], err
+    lines = err.strip().splitlines()  # stopped in the kernel's choice or in the fit itself
+    assert len(lines) == 1 and lines[0].startswith("gpscale: interrupted;"), err
+    assert "m.pt" not in os.listdir(tmp_path) or "as it was" in lines[0], err
     assert took < 15, took
     deadline = time.monotonic() + 10
     while (left := _group(proc.pid)) and time.monotonic() < deadline:

@@ -29,13 +29,14 @@ import numpy as np
 import torch
 
 from ..kernels import Kernel, make_kernel
+from ..kernels.chunked import tiled_gradient
 from ..linalg import robust_cholesky
 from ..metrics import nlpd_terms
 from ..models import ExactGP
 from ..models.skill import loo_residuals
 from ..train import FitResult
 from ..train.starts import sample_rows
-from .cost import exact_seconds
+from .cost import exact_seconds, too_large
 from .exact import fit_exact
 from .registry import Method
 
@@ -113,7 +114,8 @@ def choose_kernel(X: torch.Tensor, y: torch.Tensor, *, candidates: tuple[str, ..
     """Fit every candidate family by :func:`~gpscale.methods.exact.fit_exact` (Cholesky)
     on ``rows`` uniformly sampled rows of (X, y) (standardised; every row, in their
     order, when there are no more) and score each (module docstring). Returns the
-    choice and the candidates' fits. A candidate whose fit fails scores +inf;
+    choice and the candidates' fits. A candidate whose fit fails scores +inf; one that
+    was interrupted (Ctrl-C) ends the choice with that candidate as the kernel;
     ``fit_options`` go to each fit (``seed`` seeds the sample and, unless they name
     their own, the fits)."""
     t0 = time.perf_counter()
@@ -135,10 +137,16 @@ def choose_kernel(X: torch.Tensor, y: torch.Tensor, *, candidates: tuple[str, ..
             warnings.simplefilter("always")
             try:
                 model, result = fit_exact(Xs, ys, make_kernel(name, d), **options)
-                terms[name] = _loo_terms(model) if every else _terms(model, X[held], y[held])
-                fits[name] = Candidate(model, result, list(warned))
             except (RuntimeError, ValueError):  # a Cholesky that failed: not this family
                 terms[name] = np.full(1, np.inf)
+                continue
+        fits[name] = Candidate(model, result, list(warned))
+        if result.reason == "interrupted":  # Ctrl-C: the choice stops with this fit
+            scores = {k: float(np.mean(v)) for k, v in terms.items()}
+            return KernelChoice(name, criterion, int(keep.numel()), 0, scores,
+                                time.perf_counter() - t0,
+                                f"interrupted while fitting {name}"), fits
+        terms[name] = _loo_terms(model) if every else _terms(model, X[held], y[held])
     scores = {k: float(np.mean(v)) for k, v in terms.items()}
     best, note = _pick(terms, scores)
     choice = KernelChoice(best, criterion, int(keep.numel()),
@@ -218,8 +226,7 @@ def kernel_for(method: Method, X: torch.Tensor, y: torch.Tensor, options: dict[s
     if method.fit_fn is fit_exact:  # the candidates are fits of this very method
         fit_options = {k: v for k, v in options.items() if k not in _CG_OPTIONS + ("seed",)}
         # a fit's seed moves only its restarts: without one, no fit repeats another
-        own = rows >= X.shape[0] and options.get("solver", "auto") != "cg" and (
-            seed is not None or not options.get("restarts"))
+        own = rows >= X.shape[0] and (seed is not None or not options.get("restarts"))
     else:
         fit_options = {"max_iter": min(int(options.get("max_iter", CANDIDATE_ITER)),
                                        CANDIDATE_ITER)}
@@ -227,7 +234,12 @@ def kernel_for(method: Method, X: torch.Tensor, y: torch.Tensor, options: dict[s
     choice, fits = choose_kernel(X, y, rows=rows, seed=0 if seed is None else seed,
                                  **fit_options)
     picked = fits.get(choice.kernel)
-    if own and picked is not None:
+    if own:  # the method's own fit is by Cholesky only where its solver is
+        solver = options.get("solver", "auto")
+        own = solver == "cholesky" or solver == "auto" and not too_large(
+            int(X.shape[0]), d, X.dtype, tiled_gradient(make_kernel(choice.kernel, d)))
+    stopped = picked is not None and picked.result.reason == "interrupted"
+    if picked is not None and (own or stopped):  # the method's own fit, or Ctrl-C's
         for w in picked.warned:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         return KernelPick(picked.model.kernel, choice.kernel, choice,
