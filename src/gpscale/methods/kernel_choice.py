@@ -168,8 +168,8 @@ def _pick(terms: dict[str, np.ndarray], scores: dict[str, float]) -> tuple[str, 
     if float(np.mean(diff)) > SE_MARGIN * se:
         return best, ""
     return PRIOR_FAMILY, (f"the default family, kept: {best} scores lower by "
-                          f"{float(np.mean(diff)):.2g}, within {SE_MARGIN:g} standard "
-                          f"errors ({se:.2g})")
+                          f"{float(np.mean(diff)):.2g}, less than {SE_MARGIN:g} standard "
+                          f"errors of the difference (one is {se:.2g})")
 
 
 def _terms(model: ExactGP, X: torch.Tensor, y: torch.Tensor) -> np.ndarray:
