@@ -2,7 +2,9 @@
 
 ``gpscale.fit(X, y, method=..., kernel=...)`` trains on raw data and returns a
 :class:`Predictor`; the building blocks live in the sub-packages: ``kernels``,
-``features``, ``linalg``, ``models``, ``train``, ``data``, ``metrics`` and ``bench``.
+``features``, ``linalg``, ``models``, ``train``, ``methods``, ``io``, ``parallel``,
+``data`` and ``metrics``. The benchmarks are not part of the package (``gpscale bench``
+runs them from a checkout).
 """
 
 import os as _os
