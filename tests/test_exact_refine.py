@@ -14,6 +14,7 @@ from gpscale.kernels.chunked import kernel_contraction
 from gpscale.methods.exact import fit_exact
 from gpscale.models import ConjugateGradients, ExactGP
 from gpscale.train.exact_refine import refine_on_rows
+from gpscale.train.warning_types import ConvergenceWarning
 
 
 def _data(n=300, d=3, noise=0.1, seed=0, device="cpu"):
@@ -105,6 +106,50 @@ def test_refinement_lowers_the_exact_nlml():
     assert after < before - 0.5 * (before - best)  # more than half the way to the optimum
     gap = lambda noise: abs(math.log(noise / float(ref.noise)))  # noqa: E731
     assert gap(float(model.noise)) < 0.5 * gap(0.5)
+
+
+class _Clock:
+    """A fake ``time`` module whose clock moves ``step`` seconds at every reading."""
+
+    def __init__(self, step: float) -> None:
+        self.now, self.step = 0.0, step
+
+    def perf_counter(self) -> float:
+        self.now += self.step
+        return self.now
+
+
+def test_the_refinement_keeps_its_time_allowance(monkeypatch):
+    """With a clock that runs 50 s per reading, a refinement allowed 200 s starts no
+    evaluation past it: it ends early, at an accepted step, and says why; fit_exact's
+    refine="auto" plans with that allowance and warns when it is cut short."""
+    import gpscale.train.exact_refine as exact_refine
+
+    X, y = _data(n=300, noise=0.1, seed=3)
+    start = Scale(RBF(torch.tensor([2.0, 2.0, 2.0]), ard_dims=3))
+    model = ExactGP(start, X, y, noise=0.5,
+                    solver=ConjugateGradients(block_dtype="float64", tol=1e-4))
+    monkeypatch.setattr(exact_refine, "time", _Clock(50.0))
+    result = refine_on_rows(model, 25, probes=8, seed=0, time_limit=200.0)
+    assert 1 <= result.n_evals < 25 and result.reason == "time allowance of 200 s"
+    assert not result.converged
+    assert torch.isfinite(model.noise) and model.solver.alpha.abs().sum() > 0
+    unlimited = refine_on_rows(model, 3, probes=8, seed=0)  # no allowance: every step
+    assert unlimited.n_evals == 3
+
+
+def test_refine_auto_warns_when_its_planned_time_runs_out(monkeypatch):
+    import gpscale.methods.exact as exact_method
+    import gpscale.train.exact_refine as exact_refine
+
+    X, y = _data(n=600, noise=0.1, seed=5)
+    monkeypatch.setattr(exact_method, "refine_evaluations", lambda n, d, rbf=True: 10)
+    monkeypatch.setattr(exact_method, "REFINE_SECONDS", 100.0)
+    monkeypatch.setattr(exact_refine, "time", _Clock(40.0))
+    with pytest.warns(ConvergenceWarning, match="stopped at its planned 100 s after"):
+        _, result = fit_exact(X, y, Scale(RBF(torch.ones(3), ard_dims=3)), solver="cg",
+                              subsample=150, refine="auto", probes=8, seed=0)
+    assert 1 <= sum(h.get("phase") == "refine" for h in result.history) < 10
 
 
 def test_fit_exact_refines_on_all_rows(capsys):

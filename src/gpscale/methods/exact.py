@@ -30,7 +30,7 @@ from ..train.exact_refine import PROBES, refine_on_rows
 from ..train.starts import fit_from_sqrt_d, sample_rows
 from ..train.warning_types import ConvergenceWarning
 from ..validation import as_dtype, check_int, check_positive
-from .cost import refine_evaluations, sample_size, size_guard, too_large
+from .cost import REFINE_SECONDS, refine_evaluations, sample_size, size_guard, too_large
 from .registry import register
 
 #: default noise floor of ``fit_exact``, relative to the variance of y (GPyTorch's and
@@ -129,8 +129,9 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
         solver = "cg" if too_large(n, d, dtype, rbf) else "cholesky"
     if solver == "cg":
         rows = sample_size(n) if subsample is None else check_int("subsample", subsample, 2)
+        planned = None  # refine="auto" plans its evaluations within REFINE_SECONDS ...
         if refine == "auto":
-            refine = refine_evaluations(n, d, rbf)
+            refine, planned = refine_evaluations(n, d, rbf), REFINE_SECONDS
         elif isinstance(refine, str):
             raise ValueError(f"refine must be 'auto' or an integer >= 0, got {refine!r}")
         refine = check_int("refine", refine, 0)
@@ -168,7 +169,15 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
                               desc=f"refining θ on {n} rows") as bar:
                 steps = refine_on_rows(model, refine, probes=check_int("probes", probes, 1),
                                        seed=0 if seed is None else seed,
-                                       callback=lambda evaluation, info: bar.update())
+                                       callback=lambda evaluation, info: bar.update(),
+                                       time_limit=planned)  # ... and keeps to them
+            if steps.reason.startswith("time allowance"):
+                warnings.warn(
+                    f"the refinement of θ on every row stopped at its planned "
+                    f"{planned:g} s after {steps.n_evals} of {refine} gradient evaluations "
+                    "(CG took more iterations than the cost model assumed: a small noise?); "
+                    "θ is the last accepted step's. Pass refine=K to run K evaluations",
+                    ConvergenceWarning, stacklevel=2)
             result.history.extend(steps.history)
             result.wall_s += steps.wall_s
             result.theta = steps.theta

@@ -43,7 +43,8 @@ REFRESH_AFTER, REFRESH_SLACK = 3, 10
 
 
 def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
-                   min_step: float = 0.01, callback: Any = None) -> FitResult:
+                   min_step: float = 0.01, callback: Any = None,
+                   time_limit: float | None = None) -> FitResult:
     """At most ``steps`` evaluations of the stochastic NLML gradient on all of the
     model's rows (module docstring), moving its hyperparameters from where they are.
 
@@ -53,7 +54,9 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
     than ``min_step``. ``probes``: t. The model's α is left at the last evaluation's
     solution (a warm start), not at the final θ.
     ``callback(evaluation, info)`` after every evaluation. ``model``: an
-    :class:`~gpscale.models.ExactGP` with the CG solver.
+    :class:`~gpscale.models.ExactGP` with the CG solver. ``time_limit`` (seconds): no
+    evaluation starts once the refinement has run this long; θ is then the last accepted
+    step's and the result's reason says so.
 
     Not Adam (BBMM's and Wang et al.'s optimiser): it moves each raw parameter by about
     its learning rate per step, so from a sample fit that ended with the noise at its
@@ -98,9 +101,14 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
         history[-1]["precond_refreshed"] = True
         return True
 
+    def out_of_time() -> bool:
+        return time_limit is not None and time.perf_counter() - t0 >= time_limit
+
     try:
-        x, converged = _lbfgs(gradient, coords.values(), steps, min_step, stale)
-        reason = f"steps below {min_step:g}" if converged else f"{steps} gradient evaluations"
+        x, converged = _lbfgs(gradient, coords.values(), steps, min_step, stale, out_of_time)
+        reason = f"steps below {min_step:g}" if converged else \
+            f"time allowance of {time_limit:g} s" if out_of_time() else \
+            f"{steps} gradient evaluations"
         estimate.keep_weights()
     except (_Diverged, CholeskyError):  # a non-finite gradient: keep the last finite θ
         x, converged, reason = finite, False, "diverged"
@@ -167,7 +175,7 @@ class LogCoordinates:
 
 
 def _lbfgs(gradient, x: torch.Tensor, budget: int, min_step: float, stale=None,
-           memory: int = 10) -> tuple[torch.Tensor, bool]:
+           out_of_time=None, memory: int = 10) -> tuple[torch.Tensor, bool]:
     """L-BFGS with a line search on φ'(a) = g(x + a d)·d only: accept a once
     |φ'(a)| ≤ ½|φ'(0)| (the strong Wolfe curvature test without the decrease test,
     which needs values); otherwise extrapolate (φ' < 0) or take the secant root inside
@@ -176,12 +184,14 @@ def _lbfgs(gradient, x: torch.Tensor, budget: int, min_step: float, stale=None,
     keeps x and shortens the next step. No step moves a coordinate by more than
     ``cap`` (at first :data:`MAX_STEP`). ``stale()``, asked after every step, says that
     the gradient itself has changed (new probes): the memory is dropped and the
-    gradient at x evaluated again."""
+    gradient at x evaluated again. ``out_of_time()``, asked before every evaluation, ends
+    the search at the last accepted point."""
+    late = out_of_time or (lambda: False)
     S: list[torch.Tensor] = []
     Y: list[torch.Tensor] = []
     g = gradient(x)
     used, cap = 1, MAX_STEP
-    while used < budget:
+    while used < budget and not late():
         d = -_two_loop(g, S, Y)
         if float(g @ d) >= 0:  # not a descent direction: forget the curvature pairs
             S, Y, d = [], [], -g
@@ -194,7 +204,7 @@ def _lbfgs(gradient, x: torch.Tensor, budget: int, min_step: float, stale=None,
         hi, dhi = None, 0.0
         found = None
         for _ in range(MAX_LINE_EVALS):
-            if used >= budget:
+            if used >= budget or late():
                 break
             g_a = gradient(x + a * d)
             used += 1
@@ -230,7 +240,7 @@ def _lbfgs(gradient, x: torch.Tensor, budget: int, min_step: float, stale=None,
         x, g = x + s, g_new
         if float(s.abs().max()) <= min_step:
             return x, True
-        if stale is not None and used < budget and stale():
+        if stale is not None and used < budget and not late() and stale():
             S, Y = [], []
             g = gradient(x)
             used += 1
