@@ -90,9 +90,9 @@ def test_the_solver_switch_counts_the_kernels_contraction(monkeypatch):
     the cost model) leaves Cholesky later than an RBF: the switch and fit_seconds use
     the kernel fit_exact is given."""
     monkeypatch.setattr(cost, "available_memory", lambda: None)  # time alone
-    assert cost.too_large(6000, 8) and not cost.too_large(6000, 8, rbf=False)
-    assert cost.fit_seconds(6000, 8, rbf=False) == cost.exact_seconds(6000)
-    assert cost.fit_seconds(6000, 8) == cost.iterative_seconds(6000, 8)
+    assert cost.too_large(4800, 8) and not cost.too_large(4800, 8, rbf=False)
+    assert cost.fit_seconds(4800, 8, rbf=False) == cost.exact_seconds(4800)
+    assert cost.fit_seconds(4800, 8) == cost.iterative_seconds(4800, 8)
     seen = []
     monkeypatch.setattr(exact_method, "too_large",
                         lambda n, d, dtype=None, rbf=True: seen.append(rbf) or False)

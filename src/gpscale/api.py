@@ -20,6 +20,7 @@ from .methods.kernel_choice import AUTO_KERNEL, DEFAULT_KERNEL, KernelChoice, ke
 from .parallel.cluster import connect
 from .plan import Plan, make_plan
 from .predictor import FORMAT_VERSION, Predictor, load
+from .train.deadline import Deadline
 
 __all__ = ["fit", "load", "choose", "Choice", "Predictor", "register_method", "get_method",
            "METHODS", "Method", "FORMAT_VERSION"]
@@ -97,6 +98,8 @@ def run(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
     if not data.has_target:
         raise ValueError(f"{data.description} has no target: pass y with X in memory, or "
                          "name the target column of a file or data frame with target=")
+    keeps_time = plan.time_limit is not None and "time_limit" in (m.options or ())
+    deadline = Deadline.of(plan.time_limit if keeps_time else None)
     cluster = (scheduler, workers) if plan.on_cluster else (None, None)
     with connect(*cluster) as client:
         if m.streams and (client is not None or data.pair is None):
@@ -105,7 +108,7 @@ def run(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
             kernel_choice = None
         else:
             scaler, model, result, kernel_name, kernel_choice = _fit_held(
-                plan, data, kernel, kernel_name, standardize, client)
+                plan, data, kernel, kernel_name, standardize, client, deadline)
         if hasattr(model, "freeze"):  # let go of rows not held and of the cluster,
             model.freeze()  # keeping what prediction needs, read while the cluster is up
     if kernel_name == AUTO_KERNEL:  # read in passes: the method's default kernel
@@ -117,24 +120,28 @@ def run(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
 
 
 def _fit_held(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
-              standardize: bool, client: Any
+              standardize: bool, client: Any, deadline: Deadline | None = None
               ) -> tuple[Any, Any, Any, str, KernelChoice | None]:
     """Every row in memory, standardised, as tensors: the method gets X, y (or, when it
     reads passes or minibatches, :class:`Rows` holding them), and ``kernel="auto"`` its
-    kernel chosen from them (:func:`~gpscale.methods.kernel_choice.kernel_for`)."""
+    kernel chosen from them (:func:`~gpscale.methods.kernel_choice.kernel_for`).
+    ``deadline``: the plan's time allowance, shared by the kernel's choice and the
+    method (its ``time_limit``: what is left)."""
     m, options = plan.method, plan.options
     scaler, Xs, ys = scaled_in_memory(data, standardize, kernel.raw_columns)
     pick = None
     with _own_units(standardize, m.name):
         if kernel_name == AUTO_KERNEL:
-            pick = kernel_for(m, Xs, ys, options, budget=plan.budget)
+            pick = kernel_for(m, Xs, ys, options, budget=plan.budget, deadline=deadline)
             kernel, kernel_name = pick.kernel, pick.name
         if pick is not None and pick.fitted is not None:  # the chosen candidate's fit
             model, result = pick.fitted
         else:
             args = (Rows.in_memory(Xs, ys), None) if m.streams else (Xs, ys)
             extra = {"client": client} if m.cluster else {}
-            model, result = m.fit_fn(*args, kernel, **options, **extra)
+            if deadline is not None:  # what the kernel's choice left of the allowance
+                extra["time_limit"] = deadline.left()
+            model, result = m.fit_fn(*args, kernel, **{**options, **extra})
     return scaler, model, result, kernel_name, None if pick is None else pick.choice
 
 

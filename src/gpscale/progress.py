@@ -8,11 +8,12 @@ command line passes ``None`` (``--progress`` forces ``True``, ``--quiet`` ``Fals
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from tqdm.auto import tqdm
 
-__all__ = ["progress_bar"]
+__all__ = ["progress_bar", "progress_note"]
 
 
 def progress_bar(progress: bool | None, **kwargs: Any) -> tqdm:
@@ -20,3 +21,9 @@ def progress_bar(progress: bool | None, **kwargs: Any) -> tqdm:
     ``progress`` says: True always, False never, None only on a terminal."""
     disable = None if progress is None else not progress
     return tqdm(disable=disable, **kwargs)
+
+
+def progress_note(progress: bool | None, message: str) -> None:
+    """A line between bars (a stage begun, the time left), shown where a bar would be."""
+    if progress or (progress is None and sys.stderr.isatty()):
+        tqdm.write(message, file=sys.stderr)

@@ -27,6 +27,7 @@ def cg(
     tol: float = 1e-8,
     max_iter: int | None = None,
     callback: Callable[[int, torch.Tensor], None] | None = None,
+    stop: Callable[[torch.Tensor], bool] | None = None,
 ) -> tuple[torch.Tensor, CGInfo]:
     """Solve A X = B for every column of B (A given by ``matvec``, SPD).
 
@@ -34,7 +35,8 @@ def cg(
     after ``max_iter`` iterations (default: the system size). ``precond`` applies an
     approximation of A⁻¹ (SPD). Columns are iterated together, each with its own
     step sizes; converged columns are frozen. ``callback(iteration, rel_residuals)``
-    is called after every iteration (progress bars; it may raise KeyboardInterrupt).
+    is called after every iteration (progress bars; it may raise KeyboardInterrupt);
+    then ``stop(rel_residuals)`` (e.g. a deadline): True ends the solve where it is.
     """
     squeeze = B.ndim == 1
     B2 = B[:, None] if squeeze else B
@@ -65,5 +67,7 @@ def cg(
         it += 1
         if callback is not None:
             callback(it, rel)
+        if stop is not None and stop(rel):
+            break
     info = CGInfo(iterations=it, rel_residual=rel, converged=bool((rel <= tol).all()))
     return (X[:, 0] if squeeze else X), info

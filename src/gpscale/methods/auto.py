@@ -15,7 +15,7 @@ The rule, in order (the constants below are where its thresholds live):
    budget (default :data:`ITERATIVE_SECONDS`). Where sgpr's m = 512 inducing inputs are
    few against n the exact GP is the more accurate (kin40k's 36 000 rows: half sgpr's
    test RMSE); between the Cholesky limit and the exact GP's switch to its iterative
-   path (about 3 500 to 5 300 rows) sgpr's m is a large share of n and sgpr is kept
+   path (about 3 500 to 4 700 rows) sgpr's m is a large share of n and sgpr is kept
    (benchmarks/results/exact-large/).
 3. otherwise, for a kernel with a spectral density (``rbf``, ``matern``, their ARD
    forms), **sgpr** (m free inducing inputs, the VFE bound by L-BFGS) when its m × n
@@ -68,7 +68,7 @@ from .cost import (
 )
 from .kernel_choice import CANDIDATES, sample_size
 
-__all__ = ["Choice", "choose_method"]
+__all__ = ["Choice", "choose_method", "DEFAULT_BUDGET"]
 
 #: the exact GP is picked when its fit is estimated to take at most this long (seconds)
 #: and no budget is given: a choice (a minute), not a measurement
@@ -76,6 +76,9 @@ EXACT_SECONDS = 60.0
 #: the exact GP on every row (past its Cholesky limit) is picked when its cost model
 #: puts the fit within this long and no budget is given (a choice: a quarter of an hour)
 ITERATIVE_SECONDS = 900.0
+#: without a budget, a method that keeps a time allowance (a ``time_limit`` option) gets
+#: this one under ``auto``: the estimate auto printed is kept
+DEFAULT_BUDGET = ITERATIVE_SECONDS
 #: the range of rff's number of features a budget may set
 MIN_FEATURES, MAX_FEATURES = 128, 4096
 #: inducing points of cholqr-vfe when auto picks it (a choice, not a measurement)

@@ -23,7 +23,8 @@ from .rff import AUTO_ABOVE, AUTO_SUBSAMPLE
 
 __all__ = ["exact_seconds", "exact_bytes", "exact_cost", "iterative_seconds",
            "kernel_choice_seconds",
-           "refine_seconds", "refine_evaluations", "product_seconds", "fit_seconds",
+           "refine_seconds", "refine_evaluations", "product_seconds", "solve_seconds",
+           "fit_seconds",
            "too_large", "sample_size", "size_guard", "sgpr_seconds", "sgpr_bytes",
            "rff_seconds"]
 
@@ -41,13 +42,13 @@ SCALABLE_METHODS = ("sgpr", "rff", "grief-ii", "svgp", "cholqr-vfe", "minimax", 
 
 # -- the exact GP by CG ------------------------------------------------------------------
 #: products in the posterior's solve; the tiled product's and randomly pivoted
-#: Cholesky's rates (flop/s)
-CG_PRODUCTS, PRODUCT_FLOPS, PRECOND_FLOPS = 20, 2e10, 2e10
+#: Cholesky's rates (flop/s), from the fits in benchmarks/results/exact-large/
+CG_PRODUCTS, PRODUCT_FLOPS, PRECOND_FLOPS = 15, 4e10, 2e10
 #: ``refine="auto"``: gradient evaluations on every row within REFINE_SECONDS, at most
 #: REFINE_MAX, none below REFINE_MIN; REFINE_CG CG iterations per evaluation
 REFINE_SECONDS, REFINE_MAX, REFINE_MIN, REFINE_CG = 300.0, 50, 5, 15
 #: the contraction pass's rate: an RBF's float32 tiles, other kernels' float64 slabs
-CONTRACTION_FLOPS = (1.8e10, 2.5e9)
+CONTRACTION_FLOPS = (1.8e10, 4e9)
 #: θ comes from an exact fit on a row sample whose Cholesky fit takes at most this long
 SUBSAMPLE_SECONDS = 90.0
 
@@ -123,17 +124,24 @@ def sample_size(n: int) -> int:
     return min(n, max(2, 100 * int(rows // 100)))
 
 
+def solve_seconds(n: int, d: int, rank: int | None = None) -> float:
+    """Rough wall time of the posterior's solve by CG on n rows of d columns: the
+    preconditioner's factor of ``rank`` columns (default its largest,
+    :func:`~gpscale.models.exact_cg.precond_cap` with the memory unknown: the rank it
+    needs grows as the noise shrinks against the signal, and only a fit knows the noise)
+    and :data:`CG_PRODUCTS` products with the mean's and the variance cache's
+    right-hand sides (:func:`product_seconds`)."""
+    rank = precond_cap(n) if rank is None else min(int(rank), n)
+    return float(n) * rank * rank / PRECOND_FLOPS + CG_PRODUCTS * product_seconds(n, d)
+
+
 def iterative_seconds(n: int, d: int, rbf: bool = True) -> float:
     """Rough wall time of the exact GP solved by CG at its defaults on n rows of d
     columns: the θ fit on :func:`sample_size` rows (:func:`exact_seconds`), the
-    preconditioner at its largest rank (:func:`~gpscale.models.exact_cg.precond_cap` with
-    the memory unknown; it stops earlier once its trace error is small),
-    :data:`CG_PRODUCTS` products with the mean's and the variance cache's right-hand
-    sides (:func:`product_seconds`), plus ``refine="auto"``'s evaluations
-    (:func:`refine_evaluations`; ``rbf``: the kernel's contraction is the tiled one)."""
-    rank = precond_cap(n)
-    precond = float(n) * rank * rank / PRECOND_FLOPS
-    return exact_seconds(sample_size(n)) + precond + CG_PRODUCTS * product_seconds(n, d) \
+    posterior's solve (:func:`solve_seconds`, the preconditioner at its largest rank)
+    and ``refine="auto"``'s evaluations (:func:`refine_evaluations`; ``rbf``: the
+    kernel's contraction is the tiled one)."""
+    return exact_seconds(sample_size(n)) + solve_seconds(n, d) \
         + refine_evaluations(n, d, rbf) * refine_seconds(n, d, rbf)
 
 
@@ -142,8 +150,8 @@ def too_large(n: int, d: int, dtype: torch.dtype = torch.float64, rbf: bool = Tr
     """Whether the exact GP's ``solver="auto"`` leaves Cholesky for CG: from
     :data:`GUARD_MIN_N` rows on, when its n x n matrices would not fit in memory or when
     the cost model puts the iterative path (:func:`iterative_seconds`, ``rbf`` as there)
-    ahead of it (:func:`exact_seconds`): for an RBF about 5 300 rows with d = 8, 6 200
-    with d = 32; for other kernels about 6 300 and 6 700. The Cholesky fit reaches the
+    ahead of it (:func:`exact_seconds`): for an RBF about 4 700 rows with d = 8, 5 100
+    with d = 32; for other kernels about 5 100 and 6 000. The Cholesky fit reaches the
     optimum on every row, where the iterative one refines a sample's θ by stochastic
     steps; ``solver="cholesky"`` asks for it at any size."""
     if n < GUARD_MIN_N:

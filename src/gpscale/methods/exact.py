@@ -11,6 +11,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
+import time
 import warnings
 from collections.abc import Mapping
 from typing import Any
@@ -24,13 +25,23 @@ from ..models import ConjugateGradients, ExactGP
 from ..models.copies import Copies, keep_copies, merge_copies, rows_variance
 from ..models.skill import fit_skill
 from ..priors import Prior, resolve_priors
-from ..progress import progress_bar
+from ..progress import progress_bar, progress_note
 from ..train import FitResult, fit_lbfgs
+from ..train.deadline import Deadline
 from ..train.exact_refine import PROBES, refine_on_rows
+from ..train.lbfgs import OUT_OF_TIME
 from ..train.starts import fit_from_sqrt_d, sample_rows
 from ..train.warning_types import ConvergenceWarning
 from ..validation import as_dtype, check_int, check_positive
-from .cost import REFINE_SECONDS, refine_evaluations, sample_size, size_guard, too_large
+from .cost import (
+    REFINE_SECONDS,
+    refine_evaluations,
+    refine_seconds,
+    sample_size,
+    size_guard,
+    solve_seconds,
+    too_large,
+)
 from .registry import register
 
 #: default noise floor of ``fit_exact``, relative to the variance of y (GPyTorch's and
@@ -45,6 +56,9 @@ HELD_OUT_ROWS = 2000
 NEAR_FLOOR, ALTERNATIVE_FLOOR = 10.0, 1e-2
 #: solvers of the exact GP (``solver=``)
 SOLVERS = ("auto", "cholesky", "cg")
+#: with ``time_limit``, the stages before the posterior's solve leave it this many times
+#: its estimate (:func:`~gpscale.methods.cost.solve_seconds`)
+SOLVE_MARGIN = 2.0
 
 
 @register("exact", "exact GP, ML-II (or MAP-II with prior=) by L-BFGS: the reference; "
@@ -62,7 +76,8 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
               solver: str = "auto", subsample: int | None = None, cg_tol: float = 1e-3,
               precond_rank: int | None = None, block_dtype: str | None = None,
               refine: int | str = "auto", probes: int = PROBES,
-              client: Any = None) -> tuple[ExactGP, FitResult]:
+              client: Any = None, time_limit: float | None = None
+              ) -> tuple[ExactGP, FitResult]:
     """Exact GP by L-BFGS (:func:`gpscale.train.fit_lbfgs`); ``noise`` is the initial
     noise variance in the units of y given (standardised ones by default). Rows that
     repeat an input are merged first (:func:`gpscale.models.copies.merge_copies`: the
@@ -111,6 +126,15 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
     noise-free data (simulators). Warns (:class:`SizeWarning`) when the fit would not fit
     in the available memory or the cost model
     (:func:`~gpscale.methods.cost.exact_cost`) puts it at over ten minutes.
+
+    ``time_limit`` (seconds; ``method="auto"`` passes what is left of its budget): the
+    fit ends within it. The hyperparameter search stops between iterations at the best
+    θ so far; on the CG path the search on the sample and the refinement stop in time to
+    leave the posterior's solve :data:`SOLVE_MARGIN` times its estimate (the
+    preconditioner's rank estimated from the sample's fit,
+    :meth:`~gpscale.models.ConjugateGradients.rank_for`), and CG ends at the deadline
+    once its residual is within :data:`~gpscale.models.exact_cg.LOOSE_TOL`. Each cut
+    is warned, saying what it cost.
     """
     seed = None if seed is None else check_int("seed", seed, 0)
     if init not in ("auto", "given"):
@@ -118,12 +142,14 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
     if solver not in SOLVERS:
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
     dtype = as_dtype(dtype)
+    deadline = Deadline.of(time_limit)  # a ValueError for a negative or NaN one
+    t0 = time.perf_counter()
     X, y, copies = merge_copies(X, y)
     n, d = int(X.shape[0]), int(X.shape[1])
     cholesky = functools.partial(
         _fit_cholesky, mean=mean, max_iter=max_iter, restarts=restarts, seed=seed,
         progress=progress, device=device, dtype=dtype, prior=prior, tol=tol,
-        patience=patience, init=init, restart_iter=restart_iter)
+        patience=patience, init=init, restart_iter=restart_iter, deadline=deadline)
     rbf = tiled_gradient(kernel)  # tiled contraction
     if solver == "auto":
         solver = "cg" if too_large(n, d, dtype, rbf) else "cholesky"
@@ -138,18 +164,21 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
         keep = sample_rows(n, min(rows, n), 0 if seed is None else seed, X.device)
         refine = refine if n > len(keep) else 0  # a sample of every row: ML-II already
         given_kernel = copy.deepcopy(kernel)  # fit_exact trains the kernel it is given
+        # the search on the sample leaves the posterior's solve its margin
+        early = None if deadline is None else \
+            deadline.sooner(deadline.left() - SOLVE_MARGIN * solve_seconds(n, d))
 
         def sample_fit(rows: torch.Tensor, k: Kernel, floor: float, noise: float
                        ) -> tuple[ExactGP, FitResult]:
             fit = cholesky(X[rows], y[rows], None if copies is None else copies.subset(rows),
-                           k, noise, floor)
+                           k, noise, floor, deadline=early)
             if fit[1].reason == "interrupted":  # Ctrl-C: stop before the work on every row
                 raise KeyboardInterrupt
             return fit
 
         small, result = sample_fit(keep, kernel, noise_floor, noise)
         sampled, user_floor = small, ExactGP.noise.floor_of(small)
-        if _near_floor(small) and n > len(keep):
+        if _near_floor(small) and n > len(keep) and result.reason != OUT_OF_TIME:
             floor = max(noise_floor, ALTERNATIVE_FLOOR)
             start = max(noise, 10 * _noise_floor(floor, y, copies))
             refit = lambda rows: sample_fit(rows, given_kernel, floor, start)  # noqa: E731
@@ -161,6 +190,10 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
         solver_cg = ConjugateGradients(tol=check_positive("cg_tol", cg_tol),
                                        seed=0 if seed is None else seed, client=client,
                                        **given)
+        plan = _plan_rest(solver_cg, small, n, d, rbf, refine, planned, deadline)
+        refine, planned = plan["refine"], plan["refine_allowance_s"]
+        result.history.append({"phase": "plan", "seconds": time.perf_counter() - t0, **plan})
+        progress_note(progress, _plan_line(plan, len(keep), n, time.perf_counter() - t0))
         model = small.with_solver(solver_cg, X, y, copies=copies,
                                   noise_floor=user_floor if refine else None)
         x0 = None
@@ -174,9 +207,9 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
             if steps.reason.startswith("time allowance"):
                 warnings.warn(
                     f"the refinement of θ on every row stopped at its planned "
-                    f"{planned:g} s after {steps.n_evals} of {refine} gradient evaluations "
-                    "(CG took more iterations than the cost model assumed: a small noise?); "
-                    "θ is the last accepted step's. Pass refine=K to run K evaluations",
+                    f"{planned:.3g} s after {steps.n_evals} of {refine} gradient "
+                    "evaluations (CG took more iterations than the cost model assumed, or "
+                    "the budget left no more time); θ is the last accepted step's",
                     ConvergenceWarning, stacklevel=2)
             result.history.extend(steps.history)
             result.wall_s += steps.wall_s
@@ -185,7 +218,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
                              "reason": steps.reason, "probes": probes,
                              "start": "half sample" if small is not sampled else "sample"}
             x0 = model.solver.alpha
-        info = model.solve(x0=x0, progress=progress)
+        info = model.solve(x0=x0, progress=progress, deadline=deadline)
         result.history.append({"phase": "all rows", **info})
         result.wall_s += info["seconds"]
         return _skill_checked(model, result)
@@ -208,9 +241,11 @@ def _fit_cholesky(X: torch.Tensor, y: torch.Tensor, copies: Copies | None, kerne
                   restarts: int, seed: int | None, progress: bool,
                   device: torch.device | str | None, dtype: torch.dtype,
                   prior: None | str | Mapping[str, Prior], tol: float | None,
-                  patience: int, init: str, restart_iter: int) -> tuple[ExactGP, FitResult]:
+                  patience: int, init: str, restart_iter: int,
+                  deadline: Deadline | None) -> tuple[ExactGP, FitResult]:
     """:func:`fit_exact`'s Cholesky path on rows whose repeated inputs are merged
-    (``copies``; :mod:`gpscale.models.copies`), after the size guard."""
+    (``copies``; :mod:`gpscale.models.copies`), after the size guard; the search stops
+    at ``deadline`` (and warns)."""
     size_guard(int(X.shape[0]), int(X.shape[1]), dtype)
     floor = _noise_floor(check_positive("noise_floor", noise_floor), y, copies)
     noise = check_positive("noise", noise)
@@ -226,9 +261,53 @@ def _fit_cholesky(X: torch.Tensor, y: torch.Tensor, copies: Copies | None, kerne
                    restarts=check_int("restarts", restarts, 0), seed=seed,
                    progress=progress, method="exact", tol=tol,
                    patience=check_int("patience", patience, 1),
-                   restart_iter=check_int("restart_iter", restart_iter, 1))
-    return model, fit_from_sqrt_d(model, lambda: fit_lbfgs(model, objective, **options),
-                                  init)
+                   restart_iter=check_int("restart_iter", restart_iter, 1),
+                   deadline=deadline)
+    result = fit_from_sqrt_d(model, lambda: fit_lbfgs(model, objective, **options), init)
+    if result.reason == OUT_OF_TIME:
+        warnings.warn(
+            f"the hyperparameter search on {model.n} rows stopped at the fit's time "
+            f"allowance after {result.n_evals} evaluations, before its stopping rule held; "
+            "θ is the best found so far. A larger budget lets it finish",
+            ConvergenceWarning, stacklevel=4)
+    return model, result
+
+
+def _plan_rest(solver: ConjugateGradients, sample: ExactGP, n: int, d: int, rbf: bool,
+               refine: int, planned: float | None, deadline: Deadline | None
+               ) -> dict[str, Any]:
+    """What is left of an iterative fit once θ is fitted on the sample: the posterior's
+    solve, estimated with the preconditioner's rank that the sample's fit needs
+    (:meth:`~gpscale.models.ConjugateGradients.rank_for`: the noise against the signal
+    sets it), and the refinement's evaluations and allowance within the time left (all
+    of them dropped, and warned, where not even one fits)."""
+    rank = solver.rank_for(sample, n)
+    solve_s = solve_seconds(n, d, rank)
+    left = None if deadline is None else deadline.left()
+    if refine and left is not None:
+        room = left - SOLVE_MARGIN * solve_s
+        planned = room if planned is None else min(planned, room)
+        if planned < refine_seconds(n, d, rbf):
+            warnings.warn(
+                f"the budget leaves no time to refine θ on all {n} rows (about "
+                f"{left:.0f} s left, the posterior's solve estimated at {solve_s:.0f} s); "
+                "θ is the sample's. A larger budget refines it", ConvergenceWarning,
+                stacklevel=3)
+            refine, planned = 0, None
+    each = refine_seconds(n, d, rbf) if refine else 0.0
+    refine_s = min(refine * each, planned) if planned is not None else refine * each
+    return {"precond_rank_estimate": rank, "solve_estimate_s": solve_s, "refine": refine,
+            "refine_allowance_s": planned, "rest_estimate_s": solve_s + refine_s,
+            "time_left_s": left}
+
+
+def _plan_line(plan: dict[str, Any], rows: int, n: int, spent: float) -> str:
+    """The stage line a long fit shows once θ is fitted on its sample."""
+    refine = (f"refine θ on all {n} rows ({plan['refine']} gradient evaluations at most), "
+              if plan["refine"] else "")
+    return (f"θ fitted on {rows} rows ({spent:.0f} s so far); next: {refine}the posterior "
+            f"by CG (preconditioner of rank about {plan['precond_rank_estimate']}): about "
+            f"{plan['rest_estimate_s'] / 60:.1f} min left")
 
 
 def _held_out_choice(small: ExactGP, result: FitResult, X: torch.Tensor, y: torch.Tensor,

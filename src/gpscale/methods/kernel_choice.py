@@ -35,6 +35,7 @@ from ..metrics import nlpd_terms
 from ..models import ExactGP
 from ..models.skill import loo_residuals
 from ..train import FitResult
+from ..train.deadline import Deadline
 from ..train.starts import sample_rows
 from .cost import exact_seconds, too_large
 from .exact import fit_exact
@@ -62,7 +63,8 @@ HELD_OUT_ROWS = 2000
 #: candidates take its own options)
 CANDIDATE_ITER = 100
 #: with a time budget, the candidates' fits take at most this share of it (by the exact
-#: GP's cost model), which sizes their sample below SAMPLE_ROWS
+#: GP's cost model), which sizes their sample below SAMPLE_ROWS; with a deadline, the
+#: choice stops at twice that share of the time left
 BUDGET_SHARE = 0.1
 
 
@@ -110,6 +112,7 @@ class Candidate:
 
 def choose_kernel(X: torch.Tensor, y: torch.Tensor, *, candidates: tuple[str, ...] = CANDIDATES,
                   rows: int = SAMPLE_ROWS, held_out: int = HELD_OUT_ROWS, seed: int = 0,
+                  deadline: Deadline | None = None,
                   **fit_options: Any) -> tuple[KernelChoice, dict[str, Candidate]]:
     """Fit every candidate family by :func:`~gpscale.methods.exact.fit_exact` (Cholesky)
     on ``rows`` uniformly sampled rows of (X, y) (standardised; every row, in their
@@ -117,7 +120,9 @@ def choose_kernel(X: torch.Tensor, y: torch.Tensor, *, candidates: tuple[str, ..
     choice and the candidates' fits. A candidate whose fit fails scores +inf; one that
     was interrupted (Ctrl-C) ends the choice with that candidate as the kernel;
     ``fit_options`` go to each fit (``seed`` seeds the sample and, unless they name
-    their own, the fits)."""
+    their own, the fits). ``deadline``: each candidate's fit gets an equal share of
+    the time left before it (its search stops there); candidates not begun by then are
+    not fitted, and the choice's note says so."""
     t0 = time.perf_counter()
     n, d = int(X.shape[0]), int(X.shape[1])
     every = rows >= n
@@ -132,7 +137,13 @@ def choose_kernel(X: torch.Tensor, y: torch.Tensor, *, candidates: tuple[str, ..
     Xs, ys = (X, y) if every else (X[keep], y[keep])
     terms: dict[str, np.ndarray] = {}
     fits: dict[str, Candidate] = {}
-    for name in candidates:
+    skipped: list[str] = []
+    for i, name in enumerate(candidates):
+        if deadline is not None:
+            if deadline.passed() and terms:
+                skipped.append(name)
+                continue
+            options["time_limit"] = deadline.left() / (len(candidates) - i)
         with warnings.catch_warnings(record=True) as warned:
             warnings.simplefilter("always")
             try:
@@ -149,6 +160,9 @@ def choose_kernel(X: torch.Tensor, y: torch.Tensor, *, candidates: tuple[str, ..
         terms[name] = _loo_terms(model) if every else _terms(model, X[held], y[held])
     scores = {k: float(np.mean(v)) for k, v in terms.items()}
     best, note = _pick(terms, scores)
+    if skipped:
+        note = "; ".join(filter(None, [note, f"not fitted within the time allowance: "
+                                       f"{', '.join(skipped)}"]))
     choice = KernelChoice(best, criterion, int(keep.numel()),
                           int(keep.numel()) if every else int(held.numel()), scores,
                           time.perf_counter() - t0, note)
@@ -212,27 +226,33 @@ class KernelPick:
 
 
 def kernel_for(method: Method, X: torch.Tensor, y: torch.Tensor, options: dict[str, Any], *,
-               budget: float | None = None) -> KernelPick:
+               budget: float | None = None, deadline: Deadline | None = None) -> KernelPick:
     """The kernel a fit with ``kernel="auto"`` uses: chosen from the (standardised) rows
     by :func:`choose_kernel` when ``method`` chooses, else :data:`DEFAULT_KERNEL`. The
     candidates take the method's options where it is the exact GP (its CG options aside),
     else its ``max_iter`` at most; when they are fitted on every row by the exact
-    method's own Cholesky fit, the chosen one is the fit (its warnings raised again)."""
+    method's own Cholesky fit, the chosen one is the fit (its warnings raised again).
+    ``deadline``: the fit's; the choice stops at :data:`BUDGET_SHARE` x 2 of the time
+    left, or at the deadline itself where its candidates are the fit."""
     d = int(X.shape[1])
     if not method.chooses_kernel:
         return KernelPick(make_kernel(DEFAULT_KERNEL, d), DEFAULT_KERNEL)
     rows = sample_size(budget)
     seed = options.get("seed")
     if method.fit_fn is fit_exact:  # the candidates are fits of this very method
-        fit_options = {k: v for k, v in options.items() if k not in _CG_OPTIONS + ("seed",)}
+        fit_options = {k: v for k, v in options.items()
+                       if k not in _CG_OPTIONS + ("seed", "time_limit")}
         # a fit's seed moves only its restarts: without one, no fit repeats another
         own = rows >= X.shape[0] and (seed is not None or not options.get("restarts"))
     else:
         fit_options = {"max_iter": min(int(options.get("max_iter", CANDIDATE_ITER)),
                                        CANDIDATE_ITER)}
         own = False
+    within = None
+    if deadline is not None:
+        within = deadline if own else deadline.sooner(2 * BUDGET_SHARE * deadline.left())
     choice, fits = choose_kernel(X, y, rows=rows, seed=0 if seed is None else seed,
-                                 **fit_options)
+                                 deadline=within, **fit_options)
     picked = fits.get(choice.kernel)
     if own:  # the method's own fit is by Cholesky only where its solver is
         solver = options.get("solver", "auto")

@@ -34,7 +34,7 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
@@ -48,7 +48,7 @@ from .iterative_variance import LanczosVariance, PathwiseVariance, variance_cach
 from .precond import check_preconditioner, low_rank_factor
 
 __all__ = ["ConjugateGradients", "DENSE_OBJECTIVE_MAX",
-           "FLOAT32_MIN_NOISE", "PRECOND_BYTES", "PRECOND_MIN_RANK", "PRECOND_TOL",
+           "FLOAT32_MIN_NOISE", "LOOSE_TOL", "PRECOND_BYTES", "PRECOND_MIN_RANK", "PRECOND_TOL",
            "FLOAT32_MIN_TOL", "precond_cap"]
 
 #: the smallest ``tol`` solved with float32 tiles: their rounding (about 1e-7 per entry,
@@ -66,8 +66,14 @@ PRECOND_BYTES = 3 * 2**29
 #: ... but at least this rank where half the available memory holds it: the rank a good
 #: preconditioner needs grows with n (benchmarks/results/exact-cluster/fit-198000/)
 PRECOND_MIN_RANK = 4096
+#: a solve that reaches its deadline ends once every column's relative residual is within
+#: this (ten times the default ``tol``: the posterior mean within 1 % of y's spread)
+LOOSE_TOL = 1e-2
 #: ``objective()`` (the exact NLML by one Cholesky) is offered up to this many rows
 DENSE_OBJECTIVE_MAX = 8000
+if TYPE_CHECKING:
+    from ..train.deadline import Deadline
+
 _CACHES = {"pathwise": PathwiseVariance, "lanczos": LanczosVariance}
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
 #: the preconditioners CG builds here (GRIEF's needs a separable kernel: ADMM's option)
@@ -214,6 +220,24 @@ class ConjugateGradients:
         self.rank_used = 0 if L is None else L.shape[1]
         return L
 
+    @torch.no_grad()
+    def rank_for(self, sample: Any, n: int) -> int:
+        """The rank :meth:`precond_factor` will reach on n rows, estimated from ``sample``,
+        an exact GP fitted on m rows drawn uniformly from them: "rpchol" on the sample to
+        the same trace error per row, tr(K − LLᵀ) ≤ ``precond_tol``·mσ². K's eigenvalues
+        on m rows are about m/n times those on n rows (the Nyström scaling), so the tail
+        past a rank r well below m meets the tolerance on both; where the sample needs
+        m/2 or more, the rank on n rows is at least that and the cap is taken."""
+        cap = self.precond_rank if self.precond_rank is not None else precond_cap(n)
+        if self.precond != "rpchol":
+            return min(cap, n)
+        m = sample.n
+        L = low_rank_factor("rpchol", sample.kernel, sample.X, max(1, m // 2),
+                            scale=sample.copy_scale(), seed=self.seed,
+                            abs_tol=self.precond_tol * m * float(sample.noise.detach()))
+        rank = 0 if L is None else L.shape[1]
+        return min(cap, n) if rank >= m // 2 else min(rank, cap)
+
     def preconditioner(self, model: Any, L: Any, gram: torch.Tensor | None = None):
         """R ↦ P⁻¹R, P = L Lᵀ + σ²I by Woodbury (with copies: S⁻¹(L Lᵀ + σ²I)S⁻¹,
         S = diag(√c)); None when there is no factor."""
@@ -222,20 +246,24 @@ class ConjugateGradients:
         return low_rank_inverse(L, model.noise.detach(), gram=gram, scale=model.copy_scale())
 
     def run_cg(self, model: Any, op: KernelOperator, B: torch.Tensor, precond: Any,
-            start: torch.Tensor | None, callback: Any = None):
+               start: torch.Tensor | None, callback: Any = None, stop: Any = None):
         """The batched preconditioned CG with C behind both the posterior's solve and
-        the NLML's gradient."""
-        return cg(op.matmul, B, precond, start, self.tol, self.max_iter, callback)
+        the NLML's gradient (``callback``, ``stop``: :func:`gpscale.linalg.cg.cg`'s)."""
+        return cg(op.matmul, B, precond, start, self.tol, self.max_iter, callback, stop)
 
     @torch.no_grad()
     def solve(self, model: Any, x0: torch.Tensor | None = None, warm: bool = True,
-              progress: bool | None = False) -> dict[str, Any]:
+              progress: bool | None = False, deadline: Deadline | None = None
+              ) -> dict[str, Any]:
         """α = C⁻¹(y − m) and the variance cache, in one batched PCG. Starts from ``x0``
         (α's start), else (``warm``) from the α and cache held, else from zero.
         ``progress``: a bar of CG's iterations and its largest relative residual
-        (:func:`gpscale.progress.progress_bar`). Returns (and keeps in ``solve_info``)
-        iterations, residual, passes, seconds, and ``residuals``: the largest relative
-        residual after each iteration."""
+        (:func:`gpscale.progress.progress_bar`). ``deadline``: once it has passed, CG
+        ends as soon as every relative residual is within :data:`LOOSE_TOL` (and warns,
+        saying the residual it reached). Returns (and keeps in ``solve_info``)
+        iterations, residual, passes, seconds, ``residuals``: the largest relative
+        residual after each iteration, and ``stopped``: "time allowance" when the
+        deadline ended it."""
         t0 = time.perf_counter()
         op = self.operator(model, self.solve_dtype(model))
         precond = self.preconditioner(model, self.precond_factor(model, op))
@@ -262,7 +290,12 @@ class ConjugateGradients:
                 bar.update()
                 bar.set_postfix(residual=f"{residuals[-1]:.2e}", target=f"{self.tol:g}")
 
-            sol, info = self.run_cg(model, op, B, precond, start, step)
+            def late(rel: torch.Tensor) -> bool:
+                return deadline is not None and deadline.passed() and \
+                    float(rel.max()) <= LOOSE_TOL
+
+            sol, info = self.run_cg(model, op, B, precond, start, step, late)
+        stopped = "" if info.converged or not late(info.rel_residual) else "time allowance"
         self.alpha = sol[:, 0].clone()
         self.cache.finish(sol[:, 1:], op)
         self.solved_theta = model.theta()
@@ -271,8 +304,15 @@ class ConjugateGradients:
             "residual_max": float(info.rel_residual.max()) if B.shape[1] else 0.0,
             "converged": info.converged, "passes": op.passes,
             "precond_rank": self.rank_used, "precond_seconds": t_pre,
-            "seconds": time.perf_counter() - t0, "residuals": residuals}
-        if not info.converged:
+            "seconds": time.perf_counter() - t0, "residuals": residuals, "stopped": stopped}
+        if stopped:
+            warnings.warn(f"CG stopped at the fit's time allowance after {info.iterations} "
+                          "iterations, at relative residual "
+                          f"{float(info.rel_residual.max()):.2e} (tol {self.tol:g} asked): "
+                          "predictive means are about that fraction of y's spread from the "
+                          "exact solve's. A larger budget solves to tol",
+                          RuntimeWarning, stacklevel=3)
+        elif not info.converged:
             warnings.warn(f"CG stopped after {info.iterations} iterations at relative "
                           f"residual {float(info.rel_residual.max()):.2e} > tol {self.tol:g};"
                           " raise max_iter or precond_rank", RuntimeWarning, stacklevel=3)

@@ -14,11 +14,14 @@ from ..linalg import CholeskyError
 from ..params import positive_params
 from ..progress import progress_bar
 from ..rng import as_generator
+from .deadline import Deadline
 from .result import FitResult, restore, snapshot, theta_of
 from .warning_types import ConvergenceWarning
 
 #: the ways a run can end that mean "the budget ran out", not "it converged"
 OUT_OF_BUDGET = ("max_iter", "max_evals")
+#: the reason of a run that reached its deadline
+OUT_OF_TIME = "time allowance"
 
 
 def fit_lbfgs(
@@ -41,6 +44,7 @@ def fit_lbfgs(
     starts: Sequence[Callable[[nn.Module], None]] = (),
     restart_iter: int | None = None,
     warn: bool = True,
+    deadline: Deadline | None = None,
 ) -> FitResult:
     """Minimise ``objective()`` (default ``model.nlml()``) over the trainable parameters.
 
@@ -65,6 +69,9 @@ def fit_lbfgs(
     evaluation budget there. ``max_ls`` (scipy's ``maxls``): stop
     (``reason="line_search"``) when one iteration needs more than this many
     evaluations; torch's own cap is 25 per bracketing and 25 per zoom phase.
+    ``deadline`` (:class:`~gpscale.train.deadline.Deadline`): no iteration starts once
+    it has passed (``reason`` :data:`OUT_OF_TIME`; the caller says so, not this
+    function); a run still to start gets its first iteration.
 
     A run that ends on its budget (``max_iter`` iterations or ``2·max_iter + 10``
     evaluations) has ``converged=False`` and, with ``warn``, emits a
@@ -101,7 +108,8 @@ def fit_lbfgs(
         if init is not None:
             init(model)
         run = _Run(model, objective, params, max_iter, tol_grad, tol_change, history_size,
-                   progress, t0, ftol, max_ls, stop_below, patience, index=k)
+                   progress, t0, ftol, max_ls, stop_below, patience, index=k,
+                   deadline=deadline)
         run.advance(restart_iter if cheap else max_iter)
         runs.append(run)
         if run.reason == "interrupted":
@@ -194,8 +202,9 @@ class _Run:
     restarts), keeping torch's L-BFGS memory."""
 
     def __init__(self, model, objective, params, max_iter, tol_grad, tol_change,
-                 history_size, progress, t0, ftol, max_ls, stop_below, patience, index=0):
-        self.objective, self.params, self.t0 = objective, params, t0
+                 history_size, progress, t0, ftol, max_ls, stop_below, patience, index=0,
+                 deadline=None):
+        self.objective, self.params, self.t0, self.deadline = objective, params, t0, deadline
         self.ftol, self.max_ls, self.stop_below, self.patience = (ftol, max_ls, stop_below,
                                                                   patience)
         self.index, self.progress = index, progress
@@ -220,6 +229,8 @@ class _Run:
         return [self.per_iter[k] for k in sorted(self.per_iter)]
 
     def _new_iteration(self, it: int) -> None:
+        if self.deadline is not None and self.deadline.passed():
+            raise _Stop(OUT_OF_TIME)
         before, now = self.best_at_iter_start, self.best_f
         if math.isfinite(before):
             drop = before - now

@@ -32,7 +32,7 @@ import torch
 
 from ..kernels import Stationary
 from ..models.sgpr import SGPR
-from .lbfgs import fit_lbfgs
+from .lbfgs import OUT_OF_TIME, fit_lbfgs
 from .result import FitResult, restore, snapshot
 from .warning_types import ConvergenceWarning
 
@@ -84,16 +84,16 @@ def fit_from_sqrt_d(model: torch.nn.Module, fit: Callable[[], FitResult],
 
     With ``init="auto"`` and lengthscales moved by :func:`sqrt_d_start`, a search that
     ends with the noise at its floor gets a second search from the given values, and
-    the lower objective wins (ties keep the first); a search stopped by Ctrl-C gets
-    none. The model is left holding the winner's values. With ``init="given"`` it is
-    one search from the given values."""
+    the lower objective wins (ties keep the first); a search stopped by Ctrl-C or by
+    its deadline gets none. The model is left holding the winner's values. With
+    ``init="given"`` it is one search from the given values."""
     params = [p for p in model.parameters() if p.requires_grad]
     given = snapshot(params)
     if not (init == "auto" and sqrt_d_start(model)):
         return fit()
     result = fit()
-    if result.reason == "interrupted" or not noise_at_floor(model):  # Ctrl-C: no second
-        return result
+    if result.reason in ("interrupted", OUT_OF_TIME) or not noise_at_floor(model):
+        return result  # Ctrl-C or the deadline: no second search
     found = snapshot(params)
     restore(params, given)
     other = fit()
