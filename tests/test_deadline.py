@@ -224,3 +224,40 @@ def test_a_time_limit_reaches_the_exact_fit_through_the_api(monkeypatch):
     gpscale.fit(X.numpy(), y.numpy(), method="auto", kernel="rbf-ard")
     assert 0 < seen[0] <= 50.0 and seen[1] is None
     assert DEFAULT_BUDGET - 60 < seen[2] <= DEFAULT_BUDGET
+
+
+def _rq_case(n=1000):
+    """An RQ kernel of large outputscale and α at σ² = 0.011 (hyperparameters a 6 000-row
+    auto fit ended at): float32 tiles' rounding outweighs σ² though the noise check
+    passes them, and CG in float32 stalls."""
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(n, 4, generator=g, dtype=torch.float64) * 3.4 - 1.7
+    y = torch.sin(3 * X[:, 0]) * torch.cos(2 * X[:, 1]) + 0.05 * torch.randn(
+        n, generator=g, dtype=torch.float64)
+    k = gpscale.kernels.make_kernel("rq-ard", 4)
+    k.outputscale = torch.tensor(70.0, dtype=torch.float64)
+    k.base.alpha = torch.tensor(80.0, dtype=torch.float64)
+    k.base.lengthscale = torch.tensor([1.6, 2.2, 59.0, 118.0], dtype=torch.float64)
+    return k, X, y
+
+
+def test_cg_in_float32_that_stalls_is_solved_again_in_float64():
+    k, X, y = _rq_case()
+    model = ExactGP(k, X, y, noise=0.011, solver=ConjugateGradients(max_iter=200))
+    assert model.solver.solve_dtype(model) == "float32"  # the noise check lets it through
+    with pytest.warns(RuntimeWarning, match="float32 kernel tiles"):
+        info = model.solve()
+    assert info["converged"] and model.solver.block_dtype == "float64"
+    dense = ExactGP(k, X, y, noise=0.011)
+    exact = torch.linalg.solve(dense.covariance(), y)
+    assert torch.linalg.norm(model.solver.alpha - exact) <= 1e-2 * torch.linalg.norm(exact)
+
+
+def test_cg_in_float32_that_converges_stays_in_float32():
+    X, y = _data(n=600, seed=8)
+    model = ExactGP(Scale(RBF(torch.ones(3), ard_dims=3)), X, y, noise=0.1,
+                    solver=ConjugateGradients())
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        info = model.solve()
+    assert info["converged"] and model.solver.block_dtype == "float32"

@@ -69,6 +69,11 @@ PRECOND_MIN_RANK = 4096
 #: a solve that reaches its deadline ends once every column's relative residual is within
 #: this (ten times the default ``tol``: the posterior mean within 1 % of y's spread)
 LOOSE_TOL = 1e-2
+#: a solve in float32 tiles whose largest relative residual climbs above 1 and DIVERGED
+#: times its best, or finds no new best in STALLED iterations, is solved again in
+#: float64 (their rounding outweighed σ² for this kernel's values:
+#: benchmarks/results/design-measurements.md)
+DIVERGED, STALLED = 10.0, 20
 #: ``objective()`` (the exact NLML by one Cholesky) is offered up to this many rows
 DENSE_OBJECTIVE_MAX = 8000
 if TYPE_CHECKING:
@@ -248,8 +253,29 @@ class ConjugateGradients:
     def run_cg(self, model: Any, op: KernelOperator, B: torch.Tensor, precond: Any,
                start: torch.Tensor | None, callback: Any = None, stop: Any = None):
         """The batched preconditioned CG with C behind both the posterior's solve and
-        the NLML's gradient (``callback``, ``stop``: :func:`gpscale.linalg.cg.cg`'s)."""
-        return cg(op.matmul, B, precond, start, self.tol, self.max_iter, callback, stop)
+        the NLML's gradient (``callback``, ``stop``: :func:`gpscale.linalg.cg.cg`'s).
+        Returns (solution, CGInfo, the operator it ended with): a solve in float32 tiles
+        that diverges or stalls (:data:`DIVERGED`, :data:`STALLED`) is ended and run
+        again in float64 tiles, which the solver keeps from then on (``block_dtype``)."""
+        best, since, diverged = math.inf, 0, False
+
+        def watch(rel: torch.Tensor) -> bool:
+            nonlocal best, since, diverged
+            if op.block_dtype == torch.float32:
+                top = float(rel.max())
+                best, since = (top, 0) if top < best else (best, since + 1)
+                diverged = top > max(1.0, DIVERGED * best) or since >= STALLED
+            return diverged or (stop is not None and stop(rel))
+
+        sol, info = cg(op.matmul, B, precond, start, self.tol, self.max_iter, callback, watch)
+        if not diverged:
+            return sol, info, op
+        self.block_dtype = "float64"
+        warnings.warn("CG diverged or stalled with float32 kernel tiles (their rounding "
+                      "outweighs the noise for these hyperparameters); solving in float64 "
+                      "from here on", RuntimeWarning, stacklevel=3)
+        return self.run_cg(model, self.operator(model, "float64"), B, precond, start,
+                           callback, stop)
 
     @torch.no_grad()
     def solve(self, model: Any, x0: torch.Tensor | None = None, warm: bool = True,
@@ -294,7 +320,7 @@ class ConjugateGradients:
                 return deadline is not None and deadline.passed() and \
                     float(rel.max()) <= LOOSE_TOL
 
-            sol, info = self.run_cg(model, op, B, precond, start, step, late)
+            sol, info, op = self.run_cg(model, op, B, precond, start, step, late)
         stopped = "" if info.converged or not late(info.rel_residual) else "time allowance"
         self.alpha = sol[:, 0].clone()
         self.cache.finish(sol[:, 1:], op)

@@ -92,7 +92,7 @@ class StochasticGradient:
             W = Z / op.noise_column() if precond is None else precond(Z)
             r = model.y - model.mean_constant.detach()
             B = torch.cat([r[:, None], Z], 1)
-            sol, info = solver.run_cg(model, op, B, precond, self.solution)
+            sol, info, op = solver.run_cg(model, op, B, precond, self.solution)
             alpha, U = sol[:, 0], sol[:, 1:]
             t = self.draws.t
             left = torch.cat([-alpha[:, None], U / t], 1).mul_(0.5)   # G = left @ rightᵀ
