@@ -17,6 +17,7 @@ from .kernels import Kernel
 from .methods import METHODS, Method, get_method, register_method
 from .methods.auto import Choice
 from .methods.kernel_choice import AUTO_KERNEL, DEFAULT_KERNEL, KernelChoice, kernel_for
+from .methods.skill_check import check_skill
 from .parallel.cluster import connect
 from .plan import Plan, make_plan
 from .predictor import FORMAT_VERSION, Predictor, load
@@ -135,6 +136,7 @@ def _fit_held(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
             args = (Rows.in_memory(Xs, ys), None) if m.streams else (Xs, ys)
             extra = {"client": client} if m.cluster else {}
             model, result = m.fit_fn(*args, kernel, **options, **extra)
+    check_skill(model, result, lambda rows: (Xs, ys))  # sample_skill draws its rows
     return scaler, model, result, kernel_name, None if pick is None else pick.choice
 
 
@@ -146,11 +148,13 @@ def _fit_rows(m: Method, source: Source, kernel: Kernel, standardize: bool, clie
     d = source.num_features
     parts = tuple(source.partitions())
     scaler = rows_scaler(parts, d, standardize, with_codes(kernel.raw_columns, source), client)
+    rows = Rows(parts, d, scaler, client)
     with _own_units(standardize, m.name):
-        model, result = m.fit_fn(Rows(parts, d, scaler, client), None, kernel, **options)
+        model, result = m.fit_fn(rows, None, kernel, **options)
     if model.n < 2:
         raise ValueError(f"{source.description} has {model.n} row(s); a GP needs at "
                          "least 2 samples to learn hyperparameters")
+    check_skill(model, result, rows.sample)
     return scaler, model, result
 
 
