@@ -19,7 +19,7 @@ from .methods.auto import Choice
 from .methods.kernel_choice import AUTO_KERNEL, DEFAULT_KERNEL, KernelChoice, kernel_for
 from .methods.skill_check import check_skill
 from .parallel.cluster import connect
-from .plan import Plan, make_plan
+from .plan import Plan, make_plan, survey_cluster
 from .predictor import FORMAT_VERSION, Predictor, load
 
 __all__ = ["fit", "load", "choose", "Choice", "Predictor", "register_method", "get_method",
@@ -66,13 +66,19 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = AUT
     (``Source.memory_bytes()`` tells how much). Every check of the request itself happens
     in :func:`gpscale.plan.make_plan` before any row is read for training.
     """
-    data = training_data(X, y, target, columns=columns, exclude=exclude,
-                         categorical=categorical)
-    k, kernel_name = resolve_kernel(kernel, data.num_features, data.inputs)
-    plan = make_plan(data, method, k, options=options, budget=budget,
-                     scheduler=scheduler, workers=workers,
-                     kernel_auto=kernel_name == AUTO_KERNEL)
-    return run(plan, data, k, kernel_name, standardize, scheduler, workers)
+    early = survey_cluster(method, scheduler, workers)
+    if early != (None, None):  # the request's own checks, before a cluster starts
+        make_plan(None, method, None, options=options, budget=budget, scheduler=scheduler,
+                  workers=workers)
+    with connect(*early) as client:
+        data = training_data(X, y, target, columns=columns, exclude=exclude,
+                             categorical=categorical, client=client)
+        k, kernel_name = resolve_kernel(kernel, data.num_features, data.inputs)
+        plan = make_plan(data, method, k, options=options, budget=budget,
+                         scheduler=scheduler, workers=workers,
+                         kernel_auto=kernel_name == AUTO_KERNEL)
+        cluster = (scheduler, workers) if client is None else (client, None)
+        return run(plan, data, k, kernel_name, standardize, *cluster)
 
 
 def choose(X: Any, y: Any = None, kernel: str | Kernel = AUTO_KERNEL, *,
