@@ -325,7 +325,7 @@ def test_parquet_and_frame_value_errors(tmp_path):
                    tmp_path / "s.parquet")
     pq.write_table(pa.table({"a": [1.0, 2.0, None], "y": [1, 2, 3]}), tmp_path / "n.parquet")
     assert open_source(str(tmp_path / "s.parquet"), target="y").encoding.names == [
-        "a", "s=v", "s=(missing)"]
+        "a", "s=v", "s (missing)"]
     assert open_source(str(tmp_path / "n.parquet"), target="y").encoding.names == [
         "a", "a (missing)"]
     (tmp_path / "bad.parquet").write_text("not parquet")

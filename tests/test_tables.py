@@ -50,7 +50,7 @@ def test_encoding_matches_a_hand_made_reference(tmp_path):
     df.to_csv(path, index=False)
     for data in (df, str(path)):
         src = open_source(data, target="y")
-        assert src.encoding.names == ["c=a", "c=b", "c=(missing)", "x", "x (missing)", "d",
+        assert src.encoding.names == ["c=a", "c=b", "c (missing)", "x", "x (missing)", "d",
                                       "d (missing)"]
         X, y = src.to_arrays()
         mean_x, mean_d = 3.0, (2 + 0 + 10) / 3  # dates: days since 2020-01-01

@@ -17,8 +17,9 @@ from .kernels import Kernel
 from .methods import METHODS, Method, get_method, register_method
 from .methods.auto import Choice
 from .methods.kernel_choice import AUTO_KERNEL, DEFAULT_KERNEL, KernelChoice, kernel_for
+from .methods.skill_check import check_skill
 from .parallel.cluster import connect
-from .plan import Plan, make_plan
+from .plan import Plan, make_plan, survey_cluster
 from .predictor import FORMAT_VERSION, Predictor, load
 from .train.deadline import Deadline
 
@@ -66,13 +67,19 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = AUT
     (``Source.memory_bytes()`` tells how much). Every check of the request itself happens
     in :func:`gpscale.plan.make_plan` before any row is read for training.
     """
-    data = training_data(X, y, target, columns=columns, exclude=exclude,
-                         categorical=categorical)
-    k, kernel_name = resolve_kernel(kernel, data.num_features, data.inputs)
-    plan = make_plan(data, method, k, options=options, budget=budget,
-                     scheduler=scheduler, workers=workers,
-                     kernel_auto=kernel_name == AUTO_KERNEL)
-    return run(plan, data, k, kernel_name, standardize, scheduler, workers)
+    early = survey_cluster(method, scheduler, workers)
+    if early != (None, None):  # the request's own checks, before a cluster starts
+        make_plan(None, method, None, options=options, budget=budget, scheduler=scheduler,
+                  workers=workers)
+    with connect(*early) as client:
+        data = training_data(X, y, target, columns=columns, exclude=exclude,
+                             categorical=categorical, client=client)
+        k, kernel_name = resolve_kernel(kernel, data.num_features, data.inputs)
+        plan = make_plan(data, method, k, options=options, budget=budget,
+                         scheduler=scheduler, workers=workers,
+                         kernel_auto=kernel_name == AUTO_KERNEL)
+        cluster = (scheduler, workers) if client is None else (client, None)
+        return run(plan, data, k, kernel_name, standardize, *cluster)
 
 
 def choose(X: Any, y: Any = None, kernel: str | Kernel = AUTO_KERNEL, *,
@@ -142,6 +149,7 @@ def _fit_held(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
             if deadline is not None:  # what the kernel's choice left of the allowance
                 extra["time_limit"] = deadline.left()
             model, result = m.fit_fn(*args, kernel, **{**options, **extra})
+    check_skill(model, result, lambda rows: (Xs, ys))  # sample_skill draws its rows
     return scaler, model, result, kernel_name, None if pick is None else pick.choice
 
 
@@ -153,11 +161,13 @@ def _fit_rows(m: Method, source: Source, kernel: Kernel, standardize: bool, clie
     d = source.num_features
     parts = tuple(source.partitions())
     scaler = rows_scaler(parts, d, standardize, with_codes(kernel.raw_columns, source), client)
+    rows = Rows(parts, d, scaler, client)
     with _own_units(standardize, m.name):
-        model, result = m.fit_fn(Rows(parts, d, scaler, client), None, kernel, **options)
+        model, result = m.fit_fn(rows, None, kernel, **options)
     if model.n < 2:
         raise ValueError(f"{source.description} has {model.n} row(s); a GP needs at "
                          "least 2 samples to learn hyperparameters")
+    check_skill(model, result, rows.sample)
     return scaler, model, result
 
 

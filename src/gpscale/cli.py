@@ -60,6 +60,8 @@ from .commands.usage import (
 from .files import Terminated, check_output, flush, sigterm_raises, write_all
 from .io import find_files, prediction_source, training_data, training_source, write_table
 from .kernels import KERNELS
+from .parallel.cluster import connect
+from .plan import survey_cluster
 from .threads import thread_limit
 
 __all__ = ["main", "build_parser", "UsageError"]
@@ -324,24 +326,9 @@ def _fit(args: argparse.Namespace) -> int:
     if args.out == STDIO and sys.stdout.isatty():
         raise ValueError("--out - would write a binary model file to the terminal; "
                          "redirect stdout (> model.pt) or give a file name")
-    source, kernel = training_source(args.data, args.target, args.kernel, smiles=args.smiles,
-                                     sequence=args.sequence, columns=args.columns,
-                                     exclude=args.exclude, categorical=args.categorical)
-    data = training_data(source)
-    k, kernel_name = api.resolve_kernel(kernel, data.num_features, data.inputs)
-    plan = fit_plan(args, data, k, kernel_auto=kernel_name == "auto")
-    if plan.choice is not None:
-        _say(args, f"gpscale: --method auto picked {plan.choice}", stderr=True)
-    for note in plan.notes:
-        _say(args, f"gpscale: {note}", stderr=True)
-    if not plan.method.streams and (size := source.memory_bytes()) >= NOTICE_BYTES:
-        _say(args, f"gpscale: method {plan.method.name!r} holds all rows in memory: "
-             f"{size / 2**20:.0f} MiB of float64 for {source.num_rows()} rows x "
-             f"{source.num_features} inputs (the streaming methods: "
-             f"{', '.join(n for n, m in api.METHODS.items() if m.streams)})", stderr=True)
-    with _dask_logs_quiet(plan.on_cluster):
-        predictor = api.run(plan, data, k, kernel_name, standardize=not args.no_standardize,
-                            scheduler=args.scheduler, workers=args.workers)
+    early = survey_cluster(args.method, args.scheduler, args.workers)
+    with _dask_logs_quiet(early != (None, None)), connect(*early) as client:
+        predictor = _fit_on(args, client)
     interrupted = predictor.result.reason == "interrupted"
     where = "stdout" if args.out == STDIO else args.out
     if interrupted and not args.save_partial:
@@ -354,6 +341,31 @@ def _fit(args: argparse.Namespace) -> int:
         predictor.save(args.out)
     _say(args, predictor.summary(), f"{'partial ' if interrupted else ''}model saved to {where}")
     return 130 if interrupted else 0
+
+
+def _fit_on(args: argparse.Namespace, client: Any) -> api.Predictor:
+    """``gpscale fit``'s model; ``client``: the cluster opened before the data for a
+    named method that uses one (the survey pass runs there), else None."""
+    source, kernel = training_source(args.data, args.target, args.kernel, smiles=args.smiles,
+                                     sequence=args.sequence, columns=args.columns,
+                                     exclude=args.exclude, categorical=args.categorical,
+                                     client=client)
+    data = training_data(source)
+    k, kernel_name = api.resolve_kernel(kernel, data.num_features, data.inputs)
+    plan = fit_plan(args, data, k, kernel_auto=kernel_name == "auto")
+    if plan.choice is not None:
+        _say(args, f"gpscale: --method auto picked {plan.choice}", stderr=True)
+    for note in plan.notes:
+        _say(args, f"gpscale: {note}", stderr=True)
+    if not plan.method.streams and (size := source.memory_bytes()) >= NOTICE_BYTES:
+        _say(args, f"gpscale: method {plan.method.name!r} holds all rows in memory: "
+             f"{size / 2**20:.0f} MiB of float64 for {source.num_rows()} rows x "
+             f"{source.num_features} inputs (the streaming methods: "
+             f"{', '.join(n for n, m in api.METHODS.items() if m.streams)})", stderr=True)
+    cluster = (args.scheduler, args.workers) if client is None else (client, None)
+    with _dask_logs_quiet(plan.on_cluster):
+        return api.run(plan, data, k, kernel_name, standardize=not args.no_standardize,
+                       scheduler=cluster[0], workers=cluster[1])
 
 
 @contextlib.contextmanager

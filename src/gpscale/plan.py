@@ -26,7 +26,7 @@ from .methods.auto import DEFAULT_BUDGET, Choice, choose_method
 from .methods.options import parse_option, placement_options
 from .validation import as_dtype, check_device
 
-__all__ = ["Plan", "PlanError", "make_plan", "AUTO"]
+__all__ = ["Plan", "PlanError", "make_plan", "AUTO", "survey_cluster"]
 
 #: the method name that lets the planner pick (:func:`gpscale.methods.auto.choose_method`)
 AUTO = "auto"
@@ -144,6 +144,16 @@ _ARGS = {"budget": ("budget=", "--budget"), "auto": ("method='auto'", "--method 
 
 def _arg(name: str, door: str) -> str:
     return _ARGS[name][door == "cli"]
+
+
+def survey_cluster(method: Any, scheduler: Any, workers: int | None
+                   ) -> tuple[Any, int | None]:
+    """The cluster (scheduler, workers) to open before the data are: the one given, for a
+    named method that uses it (its survey pass then runs there,
+    :mod:`gpscale.io.survey`); (None, None) otherwise, since ``auto`` needs the survey's
+    rows and columns to decide whether a cluster is used at all."""
+    named = isinstance(method, str) and method != AUTO and method in METHODS
+    return (scheduler, workers) if named and METHODS[method].uses_cluster else (None, None)
 
 
 def cluster_methods() -> list[str]:

@@ -1,7 +1,8 @@
 """Standardisation of inputs and targets, saved with a model and undone on prediction.
 
 The statistics are computed in one pass over row chunks (:class:`Moments`, merged with
-the pairwise update of Chan, Golub & LeVeque 1979), so the same code serves an in-memory
+the pairwise updates of Chan, Golub & LeVeque 1979 and, for the third and fourth central
+moments, Pébay 2008), so the same code serves an in-memory
 array, a file streamed chunk by chunk, and partial results returned by dask workers.
 Every column is held as (power-of-two exponent, scaled values in [-1, 1]); multiplying
 by a power of two is exact, so any finite column, from 1e-308 to 1e308, gives finite
@@ -9,7 +10,8 @@ means and scales without losing precision. Each column's minimum and maximum are
 too: a column is constant exactly when they are equal, whatever roundoff the mean of its
 n values carries. The same pass hashes every row (:class:`gpscale.quality.RowDigest`), so
 that the scaler carries a small data-quality report (:class:`gpscale.quality.DataQuality`:
-constant and near-constant columns, duplicated rows, the training ranges).
+constant and near-constant columns, duplicated rows, a heavy-tailed target, the training
+ranges).
 """
 
 from __future__ import annotations
@@ -33,18 +35,21 @@ _EPS = float(np.finfo(np.float64).eps)
 
 @dataclass(frozen=True)
 class Moments:
-    """Count, mean, sum of squared deviations, minimum and maximum of k columns, each
-    stored scaled by ``2**-exp`` (so the scaled values lie in [-1, 1]).
+    """Count, mean, sums of squared, cubed and fourth-power deviations, minimum and
+    maximum of k columns, each stored scaled by ``2**-exp`` (so the scaled values lie in
+    [-1, 1]).
 
     ``Moments.of(A)`` summarises an (m, k) block; ``a.merge(b)`` combines two summaries
-    of disjoint rows (Chan et al. 1979, eq. 2.1); the result does not depend on how the
-    rows were split, up to rounding.
+    of disjoint rows (Chan et al. 1979, eq. 2.1; Pébay 2008, eqs. 3.1 and 3.4 at
+    p = 3, 4); the result does not depend on how the rows were split, up to rounding.
     """
 
     n: int
     exp: np.ndarray   # (k,) int: column j's values were multiplied by 2**-exp[j]
     mean: np.ndarray  # (k,) scaled mean
     m2: np.ndarray    # (k,) scaled sum of squared deviations from the mean
+    m3: np.ndarray    # (k,) scaled sum of cubed deviations (scaled by 2**-3exp)
+    m4: np.ndarray    # (k,) scaled sum of fourth powers of the deviations (2**-4exp)
     lo: np.ndarray    # (k,) scaled minimum
     hi: np.ndarray    # (k,) scaled maximum; max(|lo|, |hi|) in [0.5, 1) (0 for all zeros)
     #: hashes of the rows these moments summarise (inputs and target), when the pass
@@ -54,7 +59,7 @@ class Moments:
     @classmethod
     def empty(cls, k: int) -> Moments:
         z = np.zeros(k)
-        return cls(0, np.zeros(k, dtype=np.int64), z, z.copy(), z.copy(), z.copy())
+        return cls(0, np.zeros(k, dtype=np.int64), *(z.copy() for _ in range(6)))
 
     @classmethod
     def of(cls, A: np.ndarray) -> Moments:
@@ -82,13 +87,15 @@ class Moments:
         # n ulps; the mean of the deviations removes that error
         correction = S.mean(axis=0)
         S -= correction
-        np.square(S, out=S)
-        return cls(m, exp, mean + correction, S.sum(axis=0), np.ldexp(lo, -exp),
-                   np.ldexp(hi, -exp))
+        sq = np.square(S)
+        S *= sq
+        return cls(m, exp, mean + correction, sq.sum(axis=0), S.sum(axis=0),
+                   np.square(sq, out=sq).sum(axis=0), np.ldexp(lo, -exp), np.ldexp(hi, -exp))
 
     def _rescaled(self, exp: np.ndarray) -> tuple[np.ndarray, ...]:
         shift = self.exp - exp  # <= 0: values only get smaller, never overflow
         return (np.ldexp(self.mean, shift), np.ldexp(self.m2, 2 * shift),
+                np.ldexp(self.m3, 3 * shift), np.ldexp(self.m4, 4 * shift),
                 np.ldexp(self.lo, shift), np.ldexp(self.hi, shift))
 
     def merge(self, other: Moments) -> Moments:
@@ -101,15 +108,23 @@ class Moments:
         if self.n == 0:
             return other
         exp = np.maximum(self.exp, other.exp)
-        ma, qa, la, ha = self._rescaled(exp)
-        mb, qb, lb, hb = other._rescaled(exp)
-        n = self.n + other.n
+        ma, qa, ca, fa, la, ha = self._rescaled(exp)
+        mb, qb, cb, fb, lb, hb = other._rescaled(exp)
+        na, nb = float(self.n), float(other.n)
+        n = na + nb
+        a, b = na / n, nb / n  # shares of the rows (a + b = 1)
         delta = mb - ma
-        mean = ma + delta * (other.n / n)
-        m2 = qa + qb + delta * delta * (self.n * (other.n / n))
+        d2 = delta * delta
+        mean = ma + delta * b
+        m2 = qa + qb + d2 * (na * b)
+        # Pébay 2008, eq. 3.1 (p = 3, 4) with na nb / n = na b and na / n = a
+        m3 = (ca + cb + d2 * delta * (na * b * (a - b))
+              + 3.0 * delta * (a * qb - b * qa))
+        m4 = (fa + fb + d2 * d2 * (na * b * (a * a - a * b + b * b))
+              + 6.0 * d2 * (a * a * qb + b * b * qa) + 4.0 * delta * (a * cb - b * ca))
         both = self.digest is not None and other.digest is not None
-        return Moments(n, exp, mean, m2, np.minimum(la, lb), np.maximum(ha, hb),
-                       self.digest.merge(other.digest) if both else None)
+        return Moments(self.n + other.n, exp, mean, m2, m3, m4, np.minimum(la, lb),
+                       np.maximum(ha, hb), self.digest.merge(other.digest) if both else None)
 
     @classmethod
     def combine(cls, parts: Iterable[Moments], k: int | None = None) -> Moments:
@@ -129,6 +144,20 @@ class Moments:
     def stds(self) -> np.ndarray:
         """Population standard deviations (ddof = 0)."""
         return np.ldexp(np.sqrt(self.m2 / max(self.n, 1)), self.exp)
+
+    @property
+    def skewness(self) -> np.ndarray:
+        """Sample skewness g₁ = m₃ / m₂^{3/2} per column (population moments m_p =
+        M_p / n; NaN where a column has no spread)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.sqrt(float(self.n)) * self.m3 / self.m2 ** 1.5
+
+    @property
+    def excess_kurtosis(self) -> np.ndarray:
+        """Sample excess kurtosis g₂ = m₄ / m₂² − 3 per column (0 for a Gaussian; NaN
+        where a column has no spread). The power-of-two scaling cancels in both ratios."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return float(self.n) * self.m4 / (self.m2 * self.m2) - 3.0
 
     @property
     def mins(self) -> np.ndarray:
@@ -195,7 +224,7 @@ class Standardizer:
     def from_moments(cls, mx: Moments, my: Moments | None = None) -> Standardizer:
         """The scaler for merged :class:`Moments` of X's columns (and y's), with its
         data-quality report; warns (:class:`gpscale.quality.DataQualityWarning`) when
-        many rows are copies of others."""
+        many rows are copies of others or y has heavy tails."""
         if mx.n == 0:
             raise ValueError("no rows to standardise: the data are empty")
         # a constant column is divided by its magnitude (at least 1), so it becomes ~0
@@ -209,7 +238,7 @@ class Standardizer:
                     "Check the target column, or pass standardize=False (--no-standardize "
                     "on the command line)."
                 )
-        quality = DataQuality.of(mx)
+        quality = DataQuality.of(mx, my)
         quality.warn_fit()
         return cls(mx.means, x_scale, y_mean, y_scale, quality)
 

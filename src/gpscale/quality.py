@@ -5,7 +5,9 @@ rows repeated by a join or an export, and, at prediction time, rows far outside 
 range the model was trained on. None of these is an error, but each changes what a GP
 learns: copies of a row with the same target look like independent observations that
 agree exactly, so ML-II drives the noise down and the fit interpolates them; a column
-far beyond its training range is extrapolated into the prior. The report says so.
+far beyond its training range is extrapolated into the prior; a target with heavy tails
+(a few extreme values) dominates the Gaussian likelihood and can pull the noise and the
+lengthscales to a fit with no skill. The report says so.
 
 - :class:`RowDigest`: duplicated rows counted from 64-bit hashes of each row (inputs and
   target), one streaming pass, mergeable across chunks and partitions like
@@ -13,8 +15,9 @@ far beyond its training range is extrapolated into the prior. The report says so
   distinct hashes are kept; beyond that only hashes in a shrinking fraction 2⁻ᵏ of the
   hash range are kept (every copy of a row has the same hash, so copies are sampled
   together) and the count is an estimate, labelled as such.
-- :class:`DataQuality`: constant and near-constant columns, duplicated rows and each
-  column's training range, from the merged moments; saved with the scaler
+- :class:`DataQuality`: constant and near-constant columns, duplicated rows, the
+  target's skewness and excess kurtosis (:func:`heavy_tails`) and each column's
+  training range, from the merged moments; saved with the scaler
   beside it (:func:`quality_entry`, :func:`saved_quality`), shown by
   :meth:`gpscale.predictor.Predictor.summary` and ``gpscale info``.
 - :meth:`DataQuality.far_columns`: the prediction-time check (a
@@ -31,7 +34,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["RowDigest", "DataQuality", "row_hashes", "quality_state", "quality_from_state",
-           "quality_entry", "saved_quality", "SAVED_KEY", "DataQualityWarning"]
+           "quality_entry", "saved_quality", "SAVED_KEY", "DataQualityWarning", "heavy_tails",
+           "HEAVY_TAILS", "HEAVY_TAILS_ROWS"]
 
 #: distinct row hashes kept exactly (8 + 8 bytes each); beyond, a hash sample
 MAX_HASHES = 1 << 18
@@ -44,12 +48,25 @@ NEAR_CONSTANT_SHARE = 0.01
 FAR_SPANS = 3.0
 #: fits warn when at least this share of the rows are copies of other rows
 DUPLICATE_WARN_SHARE = 0.1
+#: y's excess kurtosis above this has heavy tails: a Gaussian's is 0, a Laplace's 3, an
+#: exponential's and Student-t₅'s 6, a log-normal's (σ = 1) 111; a Gaussian sample of 100
+#: rows stays below 3 ...
+HEAVY_TAILS = 10.0
+#: ... on at least this many rows (fewer cannot tell tails from chance)
+HEAVY_TAILS_ROWS = 100
 
 
 class DataQualityWarning(UserWarning):
-    """The data hold something a GP handles badly: many duplicated rows at fit time,
-    inputs far outside the training range at prediction time (also importable from
-    ``gpscale.train``)."""
+    """The data hold something a GP handles badly: many duplicated rows or a
+    heavy-tailed target at fit time, inputs far outside the training range at prediction
+    time (also importable from ``gpscale.train``)."""
+
+
+def heavy_tails(excess_kurtosis: float | None, rows: int) -> bool:
+    """Whether a target of ``rows`` values with this sample excess kurtosis has heavy
+    tails (above :data:`HEAVY_TAILS` on at least :data:`HEAVY_TAILS_ROWS` rows)."""
+    return (excess_kurtosis is not None and rows >= HEAVY_TAILS_ROWS
+            and excess_kurtosis > HEAVY_TAILS)
 
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
@@ -138,7 +155,9 @@ class DataQuality:
     """What the moments pass found: ``rows``; input columns that are ``constant`` or
     ``near_constant`` (indices); ``duplicates`` (rows repeating another row, inputs and
     target; None when not counted) and whether that count is ``exact``; each input
-    column's training range (``mins``, ``maxs``) for the prediction-time check."""
+    column's training range (``mins``, ``maxs``) for the prediction-time check; the
+    target's sample ``y_skewness``, ``y_excess_kurtosis`` and ``y_min`` (None: no
+    target, no spread, or a report saved before they were kept)."""
 
     rows: int
     constant: tuple[int, ...]
@@ -147,11 +166,15 @@ class DataQuality:
     exact: bool
     mins: tuple[float, ...]
     maxs: tuple[float, ...]
+    y_skewness: float | None = None
+    y_excess_kurtosis: float | None = None
+    y_min: float | None = None
 
     @classmethod
-    def of(cls, mx: Any) -> DataQuality:
+    def of(cls, mx: Any, my: Any = None) -> DataQuality:
         """From merged :class:`~gpscale.preprocessing.Moments` of the input columns
-        (their ``digest``, when the pass hashed the rows, gives the duplicates)."""
+        (their ``digest``, when the pass hashed the rows, gives the duplicates) and of
+        the target ``my`` (its skewness and excess kurtosis)."""
         const = np.asarray(mx.constant(), dtype=bool)
         lo, hi, std = mx.mins, mx.maxs, mx.stds
         span = hi - lo
@@ -163,7 +186,12 @@ class DataQuality:
         return cls(int(mx.n), _indices(const), _indices(near),
                    None if digest is None else digest.duplicates,
                    True if digest is None else digest.exact,
-                   tuple(float(v) for v in lo), tuple(float(v) for v in hi))
+                   tuple(float(v) for v in lo), tuple(float(v) for v in hi),
+                   *_target_shape(my))
+
+    @property
+    def heavy_tailed(self) -> bool:
+        return heavy_tails(self.y_excess_kurtosis, self.rows)
 
     @property
     def duplicate_share(self) -> float:
@@ -184,6 +212,10 @@ class DataQuality:
             out.append(f"duplicated rows: {about}{self.duplicates} of {self.rows} "
                        f"({100 * self.duplicate_share:.1f}%) repeat another row exactly "
                        f"(inputs and target){how}")
+        if self.heavy_tailed:
+            out.append(f"heavy-tailed target: y's excess kurtosis is "
+                       f"{self.y_excess_kurtosis:.3g} and its skewness "
+                       f"{self.y_skewness:.3g} (a Gaussian's are 0)")
         return out
 
     def far_columns(self, X: np.ndarray, spans: float = FAR_SPANS) -> list[int]:
@@ -211,13 +243,36 @@ class DataQuality:
                 stacklevel=4)
 
     def warn_fit(self) -> None:
-        """:class:`DataQualityWarning` at fit time when many rows are copies."""
+        """:class:`DataQualityWarning` at fit time when many rows are copies, and when
+        the target has heavy tails."""
+        lines = self.lines()
         if self.duplicate_share >= DUPLICATE_WARN_SHARE:
+            said = next(t for t in lines if t.startswith("duplicated rows"))
             warnings.warn(
-                f"{self.lines()[-1]}. A GP takes copies for independent observations that "
+                f"{said}. A GP takes copies for independent observations that "
                 "agree exactly, which pulls the noise down and can end the search at an "
                 "interpolating or no-skill optimum: drop the duplicates (or average "
                 "repeated inputs) before fitting", DataQualityWarning, stacklevel=4)
+        if self.heavy_tailed:
+            log = (" (log y: y is positive and skewed to the right)"
+                   if self.y_min is not None and self.y_min > 0 and self.y_skewness > 1
+                   else "")
+            warnings.warn(
+                f"{lines[-1]}. A few extreme values dominate a GP's Gaussian likelihood "
+                "and can pull the noise and lengthscales to a fit with no skill: check "
+                "the largest |y - mean| rows for errors or outliers and drop or fix them, "
+                f"or fit a transform of y{log}", DataQualityWarning, stacklevel=4)
+
+
+def _target_shape(my: Any) -> tuple[float | None, float | None, float | None]:
+    """(skewness, excess kurtosis, minimum) of the one-column moments ``my`` (None each
+    without a target, or where y has no spread)."""
+    if my is None or my.n < 2:
+        return None, None, None
+    skew, kurt = float(my.skewness[0]), float(my.excess_kurtosis[0])
+    if not (np.isfinite(skew) and np.isfinite(kurt)):
+        return None, None, float(my.mins[0])
+    return skew, kurt, float(my.mins[0])
 
 
 def _indices(mask: np.ndarray) -> tuple[int, ...]:
@@ -237,7 +292,9 @@ def quality_state(quality: DataQuality | None) -> dict[str, Any] | None:
         return None
     return {"rows": quality.rows, "constant": list(quality.constant),
             "near_constant": list(quality.near_constant), "duplicates": quality.duplicates,
-            "exact": quality.exact, "mins": list(quality.mins), "maxs": list(quality.maxs)}
+            "exact": quality.exact, "mins": list(quality.mins), "maxs": list(quality.maxs),
+            "y_skewness": quality.y_skewness, "y_excess_kurtosis": quality.y_excess_kurtosis,
+            "y_min": quality.y_min}
 
 
 def quality_from_state(state: Any) -> DataQuality | None:
@@ -246,7 +303,9 @@ def quality_from_state(state: Any) -> DataQuality | None:
         return None
     return DataQuality(int(state["rows"]), tuple(state["constant"]),
                        tuple(state["near_constant"]), state["duplicates"],
-                       bool(state["exact"]), tuple(state["mins"]), tuple(state["maxs"]))
+                       bool(state["exact"]), tuple(state["mins"]), tuple(state["maxs"]),
+                       state.get("y_skewness"), state.get("y_excess_kurtosis"),
+                       state.get("y_min"))
 
 
 #: the report's key in a saved model (:meth:`gpscale.predictor.Predictor.to_dict`)

@@ -293,7 +293,7 @@ def info_text(info: dict[str, Any]) -> str:
             lines[-2:-2] = [f"         {skill['problem']}"]
     quality = info.get("data_quality")
     if quality is not None:
-        found = quality["lines"] or ["no constant columns or duplicated rows found"]
+        found = quality["lines"] or ["no constant columns, duplicated rows or heavy tails found"]
         lines[-2:-2] = [f"quality  {found[0]}", *(f"         {t}" for t in found[1:])]
     rows = [(name, _value_text(e)) for name, e in info["hyperparameters"].items()]
     width = max((len(r[0]) for r in rows), default=0)

@@ -8,8 +8,10 @@ Every input column has a kind, told from its type before any row is read
   which rows were filled;
 - ``category``: strings, pandas ``category`` and Arrow dictionary columns, and integer
   columns named in ``categorical=``. Each training level is a 0/1 column ``NAME=LEVEL``
-  (one-hot, left unstandardised); a missing value is a level of its own. A level never
-  seen in training gets all zeros (the prior of an unknown level) and a warning;
+  (one-hot, left unstandardised); a missing value is a level of its own, the last
+  column ``NAME (missing)``, distinct from any level's value (a level may be the text
+  "(missing)"). A level never seen in training gets all zeros (the prior of an unknown
+  level) and a warning;
 - ``date``: Arrow date / timestamp types, pandas ``datetime64`` and strings that parse as
   ISO dates: days since the first training date, then as a number.
 
@@ -36,8 +38,11 @@ __all__ = ["ColumnCode", "TableEncoding", "column_kind", "KINDS", "MISSING_LEVEL
            "UnseenLevelWarning"]
 
 KINDS = ("number", "category", "date")
-#: the name of the level that missing values of a categorical column form
+#: the level that older model files (without an encoding ``version``) listed last for a
+#: categorical column's missing values
 MISSING_LEVEL = "(missing)"
+#: the saved encoding's version: 2 keeps a category's missing level out of its levels
+VERSION = 2
 #: an ISO 8601 date or date-time (what Arrow's timestamp cast parses)
 _ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?"
                        r"(Z|[+-]\d{2}:?\d{2})?)?$")
@@ -80,10 +85,10 @@ def column_kind(name: str, t: pa.DataType, sample: Sequence[Any] = (),
 @dataclass(frozen=True)
 class ColumnCode:
     """One input column: its ``kind``; a number or date column's training ``mean`` (for
-    dates in days since ``origin``) and whether it had ``missing`` values (then an indicator column
-    follows it); a category's ``levels`` (sorted; ``MISSING_LEVEL`` last when training
-    had missing values); a date column's ``origin``, the first training date in days
-    since 1970-01-01."""
+    dates in days since ``origin``) and whether it had ``missing`` values (then an
+    indicator column follows it: for a category, the missing level's one-hot column after
+    those of its ``levels``, sorted); a date column's ``origin``, the first training date
+    in days since 1970-01-01."""
 
     name: str
     kind: str
@@ -94,13 +99,13 @@ class ColumnCode:
 
     @property
     def width(self) -> int:
-        return len(self.levels) if self.kind == "category" else 1 + int(self.missing)
+        return (len(self.levels) if self.kind == "category" else 1) + int(self.missing)
 
     @property
     def names(self) -> list[str]:
-        if self.kind == "category":
-            return [f"{self.name}={level}" for level in self.levels]
-        return [self.name] + ([f"{self.name} (missing)"] if self.missing else [])
+        given = ([f"{self.name}={level}" for level in self.levels]
+                 if self.kind == "category" else [self.name])
+        return given + ([f"{self.name} (missing)"] if self.missing else [])
 
     @property
     def raw(self) -> list[int]:
@@ -110,8 +115,8 @@ class ColumnCode:
     def describe(self) -> str:
         if self.kind == "category":
             return (f"{self.name!r}: category, {len(self.levels)} levels one-hot"
-                    + (" (missing values a level of their own)"
-                       if MISSING_LEVEL in self.levels else ""))
+                    + (f" and missing values a level of their own, "
+                       f"{self.name + ' (missing)'!r}" if self.missing else ""))
         what = (f"date, days since {_day_text(self.origin)}" if self.kind == "date"
                 else "number")
         fill = (f"; missing values filled with the training mean {self.mean:.6g} and "
@@ -232,12 +237,12 @@ class TableEncoding:
 
     def _one_hot(self, code: ColumnCode, col: Any) -> np.ndarray:
         strings = as_strings(col)
-        out = np.zeros((len(strings), len(code.levels)))
+        out = np.zeros((len(strings), code.width))
         index = pc.index_in(strings, value_set=pa.array(list(code.levels), pa.string()))
         idx = pc.fill_null(index, -1).to_numpy(zero_copy_only=False).astype(np.int64)
         null = strings.is_null().to_numpy(zero_copy_only=False)
-        if MISSING_LEVEL in code.levels:
-            idx[null] = code.levels.index(MISSING_LEVEL)
+        if code.missing:
+            idx[null] = len(code.levels)
         rows = np.flatnonzero(idx >= 0)
         out[rows, idx[rows]] = 1.0
         unseen = (idx < 0)
@@ -253,13 +258,17 @@ class TableEncoding:
 
     # -- saving ---------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
-        return {"kind": "table", "dropped": self.dropped,
+        return {"kind": "table", "dropped": self.dropped, "version": VERSION,
                 "codes": [{**asdict(c), "levels": list(c.levels)} for c in self.codes]}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> TableEncoding:
         codes = tuple(ColumnCode(**{**c, "levels": tuple(c["levels"])})
                       for c in state["codes"])
+        if state.get("version", 1) < 2:  # the missing level was listed among the levels
+            codes = tuple(replace(c, levels=c.levels[:-1], missing=True)
+                          if c.kind == "category" and c.levels[-1:] == (MISSING_LEVEL,)
+                          else c for c in codes)
         bad = [c.name for c in codes if c.kind not in KINDS]
         if bad:
             raise ValueError(f"unknown column kind for {bad}")

@@ -79,11 +79,12 @@ class TrainingData:
 
 def training_data(X: Any, y: Any = None, target: str | None = None, *,
                   columns: Sequence[str] | None = None, exclude: Sequence[str] = (),
-                  categorical: Sequence[str] = ()) -> TrainingData:
+                  categorical: Sequence[str] = (), client: Any = None) -> TrainingData:
     """The rows of ``X`` and ``y`` (arrays, tensors, pandas objects in memory), or of
     ``X`` alone (a :class:`Source`, paths, a data frame, a dask collection) with
     ``target`` naming its target column and ``columns``, ``exclude``, ``categorical``
-    choosing and reading its inputs (:func:`gpscale.io.open_source`)."""
+    choosing and reading its inputs (:func:`gpscale.io.open_source`; its survey pass on
+    ``client``'s workers when given)."""
     named = columns is not None or bool(exclude) or bool(categorical)
     if isinstance(X, Source):
         if y is not None or target is not None or named:
@@ -92,7 +93,7 @@ def training_data(X: Any, y: Any = None, target: str | None = None, *,
         return TrainingData(X, None, X.feature_names, X.target_name)
     if y is None:
         source = open_source(X, target=target, columns=columns, exclude=exclude,
-                             categorical=categorical)
+                             categorical=categorical, client=client)
         return TrainingData(source, None, source.feature_names, source.target_name)
     if target is not None or named:
         raise ValueError("target=, columns=, exclude= and categorical= name columns of a "

@@ -222,18 +222,18 @@ def open_strings(data: Any, column: str, kind: str | None = None,
 def training_source(data: Any, target: str, kernel: str | None = None,
                     smiles: str | None = None, sequence: str | None = None,
                     keep: Sequence[str] = (), columns: Sequence[str] | None = None,
-                    exclude: Sequence[str] = (), categorical: Sequence[str] = ()
-                    ) -> tuple[Source, str]:
+                    exclude: Sequence[str] = (), categorical: Sequence[str] = (),
+                    client: Any = None) -> tuple[Source, str]:
     """The training rows and the kernel name for ``gpscale fit``: every column but the
     target and ``exclude`` (or ``columns``), encoded as a table needs
     (:mod:`gpscale.io.encoding`; kernel default ``auto``: chosen from the data), or the
     inputs made from the string column ``smiles`` (default ``tanimoto``) or ``sequence`` (default
-    ``hamming``)."""
+    ``hamming``); a table's survey pass on ``client``'s workers when given."""
     if smiles is not None and sequence is not None:
         raise ValueError("give one string column: --smiles or --sequence, not both")
     if smiles is None and sequence is None:
         return open_source(data, target=target, columns=columns, exclude=exclude, keep=keep,
-                           categorical=categorical), kernel or "auto"
+                           categorical=categorical, client=client), kernel or "auto"
     if columns is not None or exclude or categorical:
         raise ValueError("--columns, --exclude and --categorical choose a table's input "
                          "columns; with --smiles / --sequence the inputs are that column's")

@@ -149,7 +149,7 @@ class Source:
 def open_source(data: Any, target: str | None = None, columns: Sequence[str] | None = None,
                 exclude: Sequence[str] = (), keep: Sequence[str] = (), *,
                 categorical: Sequence[str] = (), encoding: TableEncoding | None = None,
-                partition_rows: int | None = None) -> Source:
+                partition_rows: int | None = None, client: Any = None) -> Source:
     """A :class:`Source` over ``data``:
 
     - a path, glob, directory (its ``.csv``/``.csv.gz``/``.parquet``/``.pq`` files, not
@@ -164,13 +164,15 @@ def open_source(data: Any, target: str | None = None, columns: Sequence[str] | N
     ``categorical`` names integer-coded input columns to read as categories (text,
     pandas ``category`` and Arrow dictionary columns are). ``encoding``: a trained
     model's (:class:`~gpscale.io.encoding.TableEncoding`), to read prediction inputs the
-    way it read its training rows.
+    way it read its training rows. ``client``: a ``distributed.Client`` whose workers
+    run the survey pass of files and dask data frames (:mod:`gpscale.io.survey`; a
+    pandas frame in memory is surveyed here, where it is).
     """
     spec = (target, columns, exclude, keep, categorical, encoding)
     if _is_paths(data):
-        return _files(find_files(data), *spec)
+        return _files(find_files(data), *spec, client)
     if is_dask(data) and hasattr(data, "columns"):
-        return _dask_frame(data, *spec)
+        return _dask_frame(data, *spec, client)
     if type(data).__module__.split(".")[0] == "pandas" and hasattr(data, "columns"):
         return _frame(data, *spec, partition_rows)
     if not (isinstance(data, tuple) and len(data) == 2):
@@ -246,7 +248,7 @@ def _select(available: list[str], where: str, target: str | None,
 
 
 def _files(files: list[str], target, features, exclude, keep, categorical,
-           encoding) -> Source:
+           encoding, client) -> Source:
     headers: list[Any] = []
     for f in files:
         headers.append(read_header(f) if file_format(f) == "csv" else read_info(f))
@@ -296,7 +298,8 @@ def _files(files: list[str], target, features, exclude, keep, categorical,
         names = check_categorical(categorical, cols, where)
         info = [h if file_format(f) == "csv" else replace(h, sample=first_values(f, cols.features))
                 for f, h in zip(files[:1], headers[:1])]
-        cols, kept, n = learn_columns(cols, file_kinds(info, cols, names), build, desc)
+        cols, kept, n = learn_columns(cols, file_kinds(info, cols, names), build, desc,
+                                      client)
         source = Source(build(cols, kept), cols, desc, list(cols.features), target)
         source._n = n
         return source
@@ -329,7 +332,8 @@ def _frame(df: Any, target, features, exclude, keep, categorical, encoding,
     return Source(build(cols), cols, "the DataFrame", list(cols.features), target)
 
 
-def _dask_frame(ddf: Any, target, features, exclude, keep, categorical, encoding) -> Source:
+def _dask_frame(ddf: Any, target, features, exclude, keep, categorical, encoding,
+                client) -> Source:
     where = "the dask DataFrame"
     cols = _select(_names(ddf.columns, "dask DataFrame"), where, target, features, exclude,
                    keep)
@@ -339,7 +343,8 @@ def _dask_frame(ddf: Any, target, features, exclude, keep, categorical, encoding
         names = check_categorical(categorical, cols, where)
         head = ddf[list(cols.features)].partitions[0].compute()
         kinds = frame_kinds(ddf.dtypes, lambda c: _head(head[c]), cols, names)
-        cols, _, n = learn_columns(cols, kinds, lambda c: frame_partitions(ddf, c), where)
+        cols, _, n = learn_columns(cols, kinds, lambda c: frame_partitions(ddf, c), where,
+                                   client)
         if cols.encoding is not None and cols.encoding.dropped:
             ddf = ddf[ddf[target].notna()]
     return Source(frame_partitions(ddf, cols), cols, where, list(cols.features), target)

@@ -21,7 +21,7 @@ import numpy as np
 
 from ..parallel.cluster import map_partitions
 from .batch import float_column
-from .encoding import MISSING_LEVEL, ColumnCode, TableEncoding, as_strings, days
+from .encoding import ColumnCode, TableEncoding, as_strings, days
 
 __all__ = ["ColumnStats", "TableStats", "partition_survey", "survey", "learn_encoding",
            "MAX_LEVELS", "ID_SHARE", "MissingTargetWarning"]
@@ -128,8 +128,8 @@ def learn_encoding(kinds: TableEncoding, stats: TableStats, where: str) -> Table
             elif n > MAX_LEVELS or (n > ID_SHARE * stats.rows and n > SMALL_LEVELS):
                 ids.append(f"{c.name!r} ({'more than ' + str(MAX_LEVELS) if n > MAX_LEVELS else n}"
                            f" distinct values in {stats.rows} rows)")
-            levels = tuple(sorted(s.levels)) + ((MISSING_LEVEL,) if s.missing else ())
-            codes.append(ColumnCode(c.name, "category", levels=levels))
+            codes.append(ColumnCode(c.name, "category", levels=tuple(sorted(s.levels)),
+                                    missing=s.missing > 0))
             continue
         if s.valid == 0:
             empty.append(c.name)

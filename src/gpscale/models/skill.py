@@ -1,5 +1,5 @@
-"""Whether an exact GP's fit has skill: its leave-one-out predictions, from one Cholesky
-factor, and its lengthscales against the inputs' spread.
+"""Whether a fit has skill: leave-one-out predictions from one Cholesky factor, and the
+lengthscales against the inputs' spread.
 
 **Leave-one-out** (Rasmussen & Williams 2006, eq. 5.12). With C = K + σ²I = L Lᵀ and
 α = C⁻¹(y − m), the prediction of y_i from every other row has mean
@@ -9,17 +9,24 @@ r_i = α_i / [C⁻¹]_ii and LOO R² = 1 − Σ r_i² / Σ (y_i − ȳ)². With 
 copy of its input, so copies cannot predict each other. Past :data:`LOO_ROWS` rows the
 check runs on a uniform sample of that many, conditioned on the sample alone.
 
+An exact GP is checked on its own rows (:func:`fit_skill`). Any other model is checked
+by the exact GP **at its hyperparameters** on a sample of its training rows
+(:func:`sample_skill`): its kernel (or its feature map's covariance Φ W Φᵀ), noise and
+mean. Predicting training rows from the fitted model itself would not be held out, and
+refitting without them would cost a fit; LOO of that GP is held out, costs one Cholesky
+of :data:`LOO_ROWS` rows, and fails exactly when the hyperparameters describe no
+predictable function (a signal drowned in the noise, or lengthscales that interpolate).
+
 A fit **has no skill** when its LOO predictions explain almost nothing
 (R² ≤ :data:`NO_SKILL_R2`), or when it **interpolates**: a lengthscale below
 :data:`INTERPOLATION_SHARE` of its input column's standard deviation, so that every
 row is its own island (typical of duplicated rows, heavy-tailed targets or a noise
-driven to its floor). The target's excess kurtosis is reported beside it (above
-:data:`HEAVY_TAILS` on :data:`HEAVY_TAILS_ROWS` rows or more: heavy tails).
+driven to its floor). The target's excess kurtosis is reported beside it (heavy tails:
+:func:`gpscale.quality.heavy_tails`).
 """
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
@@ -27,10 +34,12 @@ import torch
 from ..linalg import robust_cholesky
 from ..linalg.cholesky import inverse_from_cholesky
 from ..params import positive_params
+from ..preprocessing import Moments
+from ..quality import heavy_tails
 from .copies import noise_diagonal
 
-__all__ = ["loo_residuals", "fit_skill", "skill_problem", "LOO_ROWS", "NO_SKILL_R2",
-           "INTERPOLATION_SHARE", "HEAVY_TAILS", "HEAVY_TAILS_ROWS"]
+__all__ = ["loo_residuals", "fit_skill", "sample_skill", "skill_problem", "LOO_ROWS",
+           "NO_SKILL_R2", "INTERPOLATION_SHARE"]
 
 #: the check's rows: every row up to this many, else a uniform sample of them (one
 #: Cholesky of this size, a fraction of one NLML evaluation of the fits that need it)
@@ -39,10 +48,6 @@ LOO_ROWS = 2000
 NO_SKILL_R2 = 0.05
 #: a lengthscale below this share of its column's standard deviation interpolates
 INTERPOLATION_SHARE = 1e-3
-#: excess kurtosis of y above this (a Gaussian's is 0, a Laplace's 3, Student-t₅'s 6) ...
-HEAVY_TAILS = 10.0
-#: ... on at least this many rows: heavy tails
-HEAVY_TAILS_ROWS = 100
 
 
 def loo_residuals(L: torch.Tensor, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -58,30 +63,76 @@ def fit_skill(model: Any, rows: int = LOO_ROWS, seed: int = 0) -> dict[str, Any]
     """The skill of an exact GP (``model.kernel``, ``model.X``, ``model.y``, ``noise``,
     ``mean_constant``, ``copies``) at its current hyperparameters: ``loo_r2``,
     ``loo_rows``, ``lengthscale_share`` (the smallest lengthscale over its column's
-    standard deviation; None without lengthscales), ``y_excess_kurtosis`` and
-    ``problem`` (:func:`skill_problem`; empty: none found). Plain values, saved with
-    the fit."""
-    X, y, copies = model.X, model.y, model.copies
-    n = int(X.shape[0])
-    keep = None
-    if n > rows:
-        g = torch.Generator().manual_seed(int(seed))
-        keep = torch.randperm(n, generator=g)[:rows].to(X.device)
-    Xs = X if keep is None else X[keep]
-    ys = y if keep is None else y[keep]
-    noise = noise_diagonal(model.noise.detach(), copies)
+    standard deviation; None without lengthscales), ``y_excess_kurtosis``, ``of``
+    ("the model") and ``problem`` (:func:`skill_problem`; empty: none found). Plain
+    values, saved with the fit."""
+    X, y = model.X, model.y
+    keep = _sample(int(X.shape[0]), rows, seed, X.device)
+    noise = noise_diagonal(model.noise.detach(), model.copies)
     if keep is not None and isinstance(noise, torch.Tensor) and noise.dim():
         noise = noise[keep]
+    Xs, ys = (X, y) if keep is None else (X[keep], y[keep])
     C = model.kernel(Xs)
     C.diagonal().add_(noise)
+    return _skill(C, ys, model.mean_constant.detach(), model.kernel, X, y, "the model")
+
+
+@torch.no_grad()
+def sample_skill(model: Any, X: torch.Tensor, y: torch.Tensor, rows: int = LOO_ROWS,
+                 seed: int = 0) -> dict[str, Any]:
+    """:func:`fit_skill`'s values for any fitted model on training rows ``X``, ``y`` (a
+    sample of them will do) as it was trained on them (standardised): the LOO of an
+    exact GP at the model's hyperparameters (``of``: "an exact GP at the fit's
+    hyperparameters"); empty when the model has no kernel or feature map with one
+    noise variance to build it from."""
+    noise = getattr(model, "noise", None)
+    if not isinstance(noise, torch.Tensor) or noise.numel() != 1:
+        return {}
+    keep = _sample(int(X.shape[0]), rows, seed, X.device)
+    Xs, ys = (X, y) if keep is None else (X[keep], y[keep])
+    Xs, ys = Xs.to(noise), ys.to(noise)
+    C = _prior_covariance(model, Xs)
+    if C is None:
+        return {}
+    C.diagonal().add_(noise.detach().reshape(()))
+    mean = getattr(model, "mean_constant", None)
+    mean = 0.0 if mean is None else mean.detach()
+    return _skill(C, ys, mean, model, Xs, ys, "an exact GP at the fit's hyperparameters")
+
+
+def _sample(n: int, rows: int, seed: int, device: Any) -> torch.Tensor | None:
+    """A uniform sample of ``rows`` of n row indices (None: every row)."""
+    if n <= rows:
+        return None
+    g = torch.Generator().manual_seed(int(seed))
+    return torch.randperm(n, generator=g)[:rows].to(device)
+
+
+def _prior_covariance(model: Any, X: torch.Tensor) -> torch.Tensor | None:
+    """K(X, X) of the model's prior: its kernel's, or Φ W Φᵀ of its feature map."""
+    kernel = getattr(model, "kernel", None)
+    if isinstance(kernel, torch.nn.Module):
+        return kernel(X).clone()  # (a kernel may hand out a memoised matrix)
+    features, weight = getattr(model, "features", None), getattr(model, "weight", None)
+    if isinstance(features, torch.nn.Module) and isinstance(weight, torch.Tensor):
+        phi = features(X)
+        return (phi * weight.detach()) @ phi.mT
+    return None
+
+
+def _skill(C: torch.Tensor, ys: torch.Tensor, mean: Any, params: Any, X: torch.Tensor,
+           y: torch.Tensor, of: str) -> dict[str, Any]:
+    """The check's values from C = K + noise on the checked rows ``ys``; ``params``: the
+    module whose lengthscales are compared with the spread of ``X``; ``y``: every
+    training target the check sees (for its kurtosis)."""
     L = robust_cholesky(C)
-    r = ys - model.mean_constant.detach()
-    resid, _ = loo_residuals(L, torch.cholesky_solve(r[:, None], L)[:, 0])
+    resid, _ = loo_residuals(L, torch.cholesky_solve((ys - mean)[:, None], L)[:, 0])
     spread = float((ys - ys.mean()).square().sum())
     r2 = 1.0 - float(resid.square().sum()) / spread if spread > 0 else float("nan")
-    skill = {"loo_r2": r2, "loo_rows": int(Xs.shape[0]),
-             "lengthscale_share": _lengthscale_share(model.kernel, X),
-             "y_excess_kurtosis": _excess_kurtosis(y), "y_rows": n}
+    kurt = float(Moments.of(y.detach().cpu().numpy()).excess_kurtosis[0])
+    skill = {"loo_r2": r2, "loo_rows": int(ys.shape[0]), "of": of,
+             "lengthscale_share": _lengthscale_share(params, X),
+             "y_excess_kurtosis": kurt if kurt == kurt else None, "y_rows": int(y.shape[0])}
     skill["problem"] = skill_problem(skill)
     return skill
 
@@ -102,11 +153,11 @@ def skill_problem(skill: dict[str, Any]) -> str:
         return ""
     kurt = skill.get("y_excess_kurtosis")
     tails = (f"; y has heavy tails (excess kurtosis {kurt:.3g}): check it for outliers"
-             if kurt is not None and kurt > HEAVY_TAILS
-             and skill.get("y_rows", 0) >= HEAVY_TAILS_ROWS else "")
+             if heavy_tails(kurt, skill.get("y_rows", 0)) else "")
+    floor = (", or name a noise floor (noise_floor=, --option noise_floor=0.01)"
+             if skill.get("of", "the model") == "the model" else "")
     return ("the fit has no predictive skill: " + " and ".join(found) + tails +
-            ". Drop duplicated rows, check the target for heavy tails or outliers, or "
-            "name a noise floor (noise_floor=, --option noise_floor=0.01)")
+            ". Drop duplicated rows, check the target for heavy tails or outliers" + floor)
 
 
 def _percent(r2: float) -> str:
@@ -130,13 +181,3 @@ def _lengthscale_share(kernel: Any, X: torch.Tensor) -> float | None:
         elif value.numel() == 1 and cols.numel() and (cols > 0).any():
             shares.append(float(value[0] / cols[cols > 0].median()))
     return min(shares) if shares else None
-
-
-def _excess_kurtosis(y: torch.Tensor) -> float | None:
-    """The sample excess kurtosis m₄/m₂² − 3 of y (None for fewer than 4 rows or no
-    variance)."""
-    if y.numel() < 4:
-        return None
-    d = y - y.mean()
-    m2 = float(d.square().mean())
-    return float(d.pow(4).mean()) / m2**2 - 3.0 if m2 > 0 and math.isfinite(m2) else None
