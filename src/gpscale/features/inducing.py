@@ -17,7 +17,8 @@ from ..kernels import Kernel, Scale, Stationary
 from ..kernels.base import cross_matrix
 from .base import FeatureMap
 
-__all__ = ["InducingFeatures", "constant_diagonal", "diagonal_sum"]
+__all__ = ["InducingFeatures", "constant_diagonal", "check_constant_diagonal",
+           "diagonal_sum"]
 
 
 class InducingFeatures(FeatureMap):
@@ -44,14 +45,20 @@ def constant_diagonal(kernel: Kernel) -> bool:
     return isinstance(kernel, Stationary)
 
 
-def diagonal_sum(kernel: Kernel, n: int, d: int, like: torch.Tensor) -> torch.Tensor:
-    """Σᵢ k(xᵢ, xᵢ) = n k(0, 0) over n rows of d columns, for a kernel with a constant
-    diagonal (differentiable in θ; ``like`` gives dtype and device); ValueError, naming
-    the way out, for any other kernel, whose sum would need the rows."""
+def check_constant_diagonal(kernel: Kernel) -> None:
+    """ValueError, naming the way out, unless ``kernel`` has a constant diagonal
+    (:func:`constant_diagonal`): Σ k(x, x) of any other kernel would need the rows."""
     if not constant_diagonal(kernel):
         raise ValueError(
             f"sgpr over passes of the rows needs a stationary kernel (Σ k(x, x) = n k(0)); "
             f"{type(kernel).__name__} is not one: use rbf, matern or rq, or give the rows in "
             "memory (sgpr then holds them and sums k(x, x) itself)")
+
+
+def diagonal_sum(kernel: Kernel, n: int, d: int, like: torch.Tensor) -> torch.Tensor:
+    """Σᵢ k(xᵢ, xᵢ) = n k(0, 0) over n rows of d columns, for a kernel with a constant
+    diagonal (differentiable in θ; ``like`` gives dtype and device); ValueError for any
+    other kernel (:func:`check_constant_diagonal`)."""
+    check_constant_diagonal(kernel)
     zero = torch.zeros(1, d, dtype=like.dtype, device=like.device)
     return n * kernel.diag(zero)[0]

@@ -214,3 +214,12 @@ def rff_seconds(n: int, num_features: int = DEFAULT_FEATURES) -> float:
     search = RFF_SEARCH_SECONDS * seen / RFF_SEARCH_ROWS * scale
     final = 2.0 * n * num_features**2 / PASS_FLOPS if n > AUTO_ABOVE else 0.0
     return search + final
+
+
+# -- sgpr from passes over the rows --------------------------------------------------------
+#: sgpr holds up to this many rows in memory and searches on all of them; past it (and for
+#: rows not in memory) it searches on a sample of SGPR_SAMPLE_ROWS rows and refines by at
+#: most SGPR_REFINE_ITER L-BFGS iterations of passes over all rows
+#: (:mod:`gpscale.train.sgpr_passes`): at 250 000 rows sgpr_seconds is near half an hour
+SGPR_HELD_ROWS = 250_000
+SGPR_SAMPLE_ROWS, SGPR_REFINE_ITER = 20_000, 20

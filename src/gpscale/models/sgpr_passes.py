@@ -19,7 +19,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from ..features.inducing import InducingFeatures, diagonal_sum
+from ..features.inducing import InducingFeatures, check_constant_diagonal, diagonal_sum
 from ..io.rows import Rows
 from ..kernels import Kernel
 from ..params import Positive
@@ -63,7 +63,7 @@ class StreamedSGPR(GPModel):
             raise ValueError(f"Z has {Z.shape[1]} columns but the rows have "
                              f"{rows.num_features}")
         self.kernel = kernel.to(dtype=dtype, device=Z.device)
-        diagonal_sum(self.kernel, 0, Z.shape[1], Z)  # a kernel it cannot serve: refused now
+        check_constant_diagonal(self.kernel)  # before any pass
         self.Z = nn.Parameter(Z.clone(), requires_grad=learn_z)
         self.noise = torch.tensor(float(noise), dtype=dtype)
         self._rows, self._n, self._state = rows, None, None
