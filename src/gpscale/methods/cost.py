@@ -16,7 +16,7 @@ import torch
 
 from ..models.exact_cg import precond_cap
 from ..models.iterative_variance import PATHWISE_SAMPLES
-from ..sizes import available_memory
+from ..sizes import CHUNK_BYTES, available_memory
 from ..train.exact_refine import PROBES
 from ..train.warning_types import SizeWarning
 from .rff import AUTO_ABOVE, AUTO_SUBSAMPLE
@@ -25,7 +25,7 @@ __all__ = ["exact_seconds", "exact_bytes", "exact_cost", "iterative_seconds",
            "kernel_choice_seconds",
            "refine_seconds", "refine_evaluations", "product_seconds", "fit_seconds",
            "too_large", "sample_size", "size_guard", "sgpr_seconds", "sgpr_bytes",
-           "rff_seconds"]
+           "rff_seconds", "sgpr_passes_seconds", "sgpr_passes_bytes"]
 
 # -- the exact GP by Cholesky ------------------------------------------------------------
 #: seconds per n³ of one NLML + gradient evaluation in a fit, and evaluations per fit
@@ -223,3 +223,28 @@ def rff_seconds(n: int, num_features: int = DEFAULT_FEATURES) -> float:
 #: (:mod:`gpscale.train.sgpr_passes`): at 250 000 rows sgpr_seconds is near half an hour
 SGPR_HELD_ROWS = 250_000
 SGPR_SAMPLE_ROWS, SGPR_REFINE_ITER = 20_000, 20
+#: L-BFGS evaluations per refinement iteration (line searches included), and multiply-adds
+#: per row and inducing input squared of one evaluation on all rows: the statistics
+#: pass's ΦᵀΦ and the gradient pass's Φ(G + Gᵀ), m² each (at PASS_FLOPS, rff's rate)
+SGPR_EVALS_PER_ITER, SGPR_PASS_NM2 = 1.25, 2.0
+
+
+def sgpr_passes_seconds(n: int, m: int | None = None) -> float:
+    """Rough wall time of sgpr reading its rows in passes (:mod:`gpscale.train.sgpr_passes`):
+    the in-memory search on its sample (:func:`sgpr_seconds` of min(n,
+    :data:`SGPR_SAMPLE_ROWS`) rows), :data:`SGPR_REFINE_ITER` L-BFGS iterations on all n
+    rows (each evaluation a statistics and a gradient pass, ∝ n m²) and the final
+    statistics pass; one thread's rate, with no cluster."""
+    m = DEFAULT_M if m is None else m
+    search = sgpr_seconds(min(n, SGPR_SAMPLE_ROWS), m)
+    evals = SGPR_REFINE_ITER * SGPR_EVALS_PER_ITER if n > SGPR_SAMPLE_ROWS else 0.0
+    passes = (2.0 * evals * SGPR_PASS_NM2 + 2.0) * n * m * m / PASS_FLOPS
+    return search + passes
+
+
+def sgpr_passes_bytes(d: int, m: int, dtype: torch.dtype = torch.float64) -> float:
+    """Memory sgpr holds reading its rows in passes, whatever n: its sample's in-memory
+    search (:func:`sgpr_bytes`), one chunk of a pass (:data:`~gpscale.sizes.CHUNK_BYTES`)
+    and a few m × m matrices."""
+    item = torch.empty((), dtype=dtype).element_size()
+    return sgpr_bytes(SGPR_SAMPLE_ROWS, d, m, dtype) + CHUNK_BYTES + 10.0 * m * m * item
