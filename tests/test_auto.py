@@ -12,15 +12,17 @@ from gpscale.methods.auto import (
     MAX_INDUCING,
     MIN_FEATURES,
     MIN_INDUCING,
-    SGPR_MAX_ROWS,
     SGPR_SECONDS,
     choose_method,
 )
 from gpscale.methods.cost import (
+    SGPR_HELD_ROWS,
     exact_seconds,
     iterative_seconds,
     rff_seconds,
     sgpr_bytes,
+    sgpr_passes_bytes,
+    sgpr_passes_seconds,
     sgpr_seconds,
     too_large,
 )
@@ -35,12 +37,34 @@ def _data(n, d=3, seed=0):
 def test_small_data_gets_exact_larger_sgpr_and_the_largest_rff():
     k = make_kernel("rbf-ard", 5)
     small, large = choose_method(500, 5, k), choose_method(200_000, 5, k)
-    huge = choose_method(2 * SGPR_MAX_ROWS, 5, k)
+    huge, beyond = choose_method(2 * SGPR_HELD_ROWS, 5, k), choose_method(10**8, 5, k)
     assert small.method == "exact" and "n=500" in small.reason
     assert large.method == "sgpr" and large.options == {}  # sgpr's own default m
     assert "exact GP would need" in large.reason and "m=512" in large.reason
-    assert huge.method == "rff" and huge.options == {}  # rff's own default size
-    assert f"over {SGPR_MAX_ROWS} rows for sgpr" in huge.reason
+    assert "rows held in memory" in large.reason
+    assert huge.method == "sgpr" and huge.options == {}  # past the line sgpr reads passes
+    assert "refined by passes over all rows" in huge.reason
+    assert sgpr_passes_seconds(10**8, MIN_INDUCING) > SGPR_SECONDS
+    assert beyond.method == "rff" and beyond.options == {}  # rff's own default size
+    assert "sgpr by passes would need about" in beyond.reason
+
+
+def test_past_the_line_sgpr_reads_passes_with_m_sized_by_its_cost_model():
+    """No cliff at SGPR_HELD_ROWS: sgpr by passes at any n whose cost model fits the
+    budget, m the largest that does (more inducing inputs where the rows allow)."""
+    k = make_kernel("rbf-ard", 8)
+    budgets = (1000, 2000, 3500)  # below the exact GP on every row (64 min at 250 001)
+    for n in (SGPR_HELD_ROWS + 1, 10**6, 10**7):
+        picks = [choose_method(n, 8, k, budget=b) for b in budgets]
+        assert all(c.method == "sgpr" and "passes" not in c.options for c in picks), picks
+        sizes = [c.options.get("m", 512) for c in picks]
+        assert sizes == sorted(sizes)
+        for b, m in zip(budgets, sizes):
+            assert sgpr_passes_seconds(n, m) <= b
+            assert m == MAX_INDUCING or sgpr_passes_seconds(n, m + 64) > b
+    assert choose_method(10**6, 8, k).options == {}  # m = 512 within half an hour
+    assert choose_method(10**7, 8, k).options == {"m": 192}
+    assert sgpr_passes_seconds(10**7, 192) <= SGPR_SECONDS < sgpr_passes_seconds(10**7, 256)
 
 
 def test_the_exact_threshold_follows_the_cost_model_and_the_budget():
@@ -93,13 +117,21 @@ def test_sgpr_is_left_when_its_matrices_would_not_fit_in_memory(monkeypatch):
     k = make_kernel("rbf-ard", 4)
     monkeypatch.setattr(auto, "available_memory",
                         lambda: int(1.5 * sgpr_bytes(50_000, 4, MIN_INDUCING)))
+    choice = choose_method(50_000, 4, k)  # the rows held would not fit: sgpr by passes
+    assert choice.method == "sgpr" and choice.options["passes"] is True
+    assert sgpr_passes_bytes(4, choice.options.get("m", 512)) <= 0.75 * sgpr_bytes(
+        50_000, 4, MIN_INDUCING)
+    monkeypatch.setattr(auto, "available_memory", lambda: 10**8)
     choice = choose_method(50_000, 4, k)
-    assert choice.method == "rff" and "sgpr's m × n matrices would need" in choice.reason
+    assert choice.method == "rff" and "sgpr by passes would need" in choice.reason
 
 
-def test_a_budget_sizes_rff_monotonically_within_its_range():
+def test_a_budget_sizes_rff_monotonically_within_its_range(monkeypatch):
+    from gpscale.methods import auto
+
+    monkeypatch.setattr(auto, "available_memory", lambda: 10**8)  # no room for sgpr
     k = make_kernel("rbf-ard", 4)
-    n = 2 * SGPR_MAX_ROWS
+    n = 2 * SGPR_HELD_ROWS
     assert iterative_seconds(n, 4) > 10**4  # the exact GP on every row is not in reach
     sizes = [choose_method(n, 4, k, budget=b).options.get("num_features", 512)
              for b in (1, 30, 300, 3000, 10**4)]

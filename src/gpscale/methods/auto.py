@@ -22,16 +22,23 @@ The rule, in order (the constants below are where its thresholds live):
    matrices fit in memory and its estimated fit time
    (:func:`~gpscale.methods.cost.sgpr_seconds`, ∝ n m²) is within the budget (default
    :data:`SGPR_SECONDS`); with a budget, m is sized to it between :data:`MIN_INDUCING`
-   and :data:`MAX_INDUCING`. On the large UCI sets it was the most accurate method at
-   its defaults on three of five and within 0.9 % of the best on the other two
+   and :data:`MAX_INDUCING`. Past :data:`~gpscale.methods.cost.SGPR_HELD_ROWS` rows, or
+   where the rows held would not fit that time or memory, sgpr reads the rows in passes
+   (a sample's search refined on all rows,
+   :func:`~gpscale.methods.cost.sgpr_passes_seconds`; memory independent of n), at any
+   n. On the large UCI sets it was the most accurate method at its defaults on three of
+   five and within 0.9 % of the best on the other two
    (``benchmarks/results/uci-large/uci-large.md``). (Fitting ``rff`` too and keeping
    the higher evidence was tried and left out: ``rff`` does not revert to the
    prior far from the training inputs, and on elevators its higher evidence came with a
    test RMSE of 0.825 against sgpr's 0.372, from one test row far outside the training
    range.)
-4. beyond that, **rff**, which streams from files and runs its passes on a cluster; with
-   a budget its number of features p is scaled so that its estimated fit time
-   (:func:`rff_seconds`: the θ search and the final pass both cost ∝ p²) fits the
+4. beyond that (not even m = :data:`MIN_INDUCING` fits the budget by passes), **rff**,
+   whose search on a sample and single pass cost less than sgpr's refinement, but which
+   scored worse wherever both were measured (kin40k: test RMSE 0.332 against 0.150,
+   benchmarks/results/uci-large); it streams from files and runs its passes on a
+   cluster; with a budget its number of features p is scaled so that its estimated fit
+   time (:func:`rff_seconds`: the θ search and the final pass both cost ∝ p²) fits the
    budget, between :data:`MIN_FEATURES` and :data:`MAX_FEATURES`.
 5. for other kernels (counts, molecules, sequences, periodic or compound kernels):
    **cholqr-vfe**, a sparse GP on m training points chosen by swaps, which needs only
@@ -44,6 +51,7 @@ so keggundirected's 57 248 training rows cost what its 17 053 distinct inputs co
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,12 +65,15 @@ from ..sizes import available_memory
 from .cost import (
     DEFAULT_FEATURES,
     DEFAULT_M,
+    SGPR_HELD_ROWS,
     exact_bytes,
     exact_seconds,
     iterative_seconds,
     kernel_choice_seconds,
     rff_seconds,
     sgpr_bytes,
+    sgpr_passes_bytes,
+    sgpr_passes_seconds,
     sgpr_seconds,
     too_large,
 )
@@ -89,10 +100,6 @@ CHOLQR_M = 256
 #: :func:`~gpscale.methods.cost.sgpr_seconds` and :func:`~gpscale.methods.cost.sgpr_bytes`
 SGPR_SECONDS = 1800.0
 MIN_INDUCING, MAX_INDUCING = 128, 1024
-#: above this many rows rff is picked: every sgpr evaluation reads every row held in
-#: memory, while rff learns θ on a 20 000-row sample and streams one final pass
-#: (benchmarks/results/scale-1e7/scale.md: 10⁷ rows in 9 minutes, at the noise floor)
-SGPR_MAX_ROWS = 250_000
 
 
 @dataclass(frozen=True)
@@ -151,14 +158,12 @@ def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
     sgpr = _sgpr_choice(n, d, budget, avail, dtype, why_not_exact, reserve)
     if sgpr is not None:
         return sgpr
-    least = sgpr_bytes(n, d, MIN_INDUCING, dtype)
-    if n > SGPR_MAX_ROWS:
-        why_not_exact += f"; over {SGPR_MAX_ROWS} rows for sgpr"
-    elif avail is not None and least > 0.5 * avail:
-        why_not_exact += f"; sgpr's m × n matrices would need {least / 2**30:.3g} GiB or more"
+    least = sgpr_passes_bytes(d, MIN_INDUCING, dtype)
+    if avail is not None and least > 0.5 * avail:
+        why_not_exact += f"; sgpr by passes would need {least / 2**30:.3g} GiB or more"
     else:
-        why_not_exact += (f"; sgpr would need about "
-                          f"{_seconds(sgpr_seconds(n, MIN_INDUCING))} or more")
+        why_not_exact += (f"; sgpr by passes would need about "
+                          f"{_seconds(sgpr_passes_seconds(n, MIN_INDUCING))} or more")
     p = DEFAULT_FEATURES
     if budget is not None:
         p = DEFAULT_FEATURES * math.sqrt(budget / rff_seconds(n))
@@ -206,19 +211,32 @@ def _sgpr_choice(n: int, d: int, budget: float | None, avail: int | None,
     memory allow; None when not even the smallest m fits."""
     limit = (SGPR_SECONDS if budget is None else float(budget)) - reserve
     top = DEFAULT_M if budget is None else MAX_INDUCING
-    sizes = [m for m in range(top, MIN_INDUCING - 1, -64)
-             if sgpr_seconds(n, m) <= limit
-             and (avail is None or sgpr_bytes(n, d, m, dtype) <= 0.5 * avail)]
-    if not sizes or not 2 * MIN_INDUCING <= n <= SGPR_MAX_ROWS:
+    if n < 2 * MIN_INDUCING:
+        return None
+    for passes in (False, True):  # every row held first; else read in passes, at any n
+        if not passes and n > SGPR_HELD_ROWS:
+            continue
+        seconds = functools.partial(sgpr_passes_seconds, n) if passes else \
+            functools.partial(sgpr_seconds, n)
+        memory = functools.partial(sgpr_passes_bytes, d) if passes else \
+            functools.partial(sgpr_bytes, n, d)
+        sizes = [m for m in range(top, MIN_INDUCING - 1, -64) if seconds(m) <= limit
+                 and (avail is None or memory(m, dtype) <= 0.5 * avail)]
+        if sizes:
+            break
+    else:
         return None
     m = min(sizes[0], n)
-    options = {} if m == DEFAULT_M else {"m": m}
+    options = ({} if m == DEFAULT_M else {"m": m}) | (
+        {"passes": True} if passes and n <= SGPR_HELD_ROWS else {})
     why = "within the budget" if budget else "the most accurate default on most large UCI sets"
     return Choice("sgpr", options,
                   f"{why_not_exact}; sgpr fits a sparse GP with m={m} free inducing inputs "
-                  f"in about {_seconds(sgpr_seconds(n, m) + reserve)}"
+                  f"in about {_seconds(seconds(m) + reserve)}"
                   + (" with the kernel family chosen on a sample" if reserve else "")
-                  + f" ({why}; rows held in memory)")
+                  + f" ({why}; " + ("a sample's search refined by passes over all rows, "
+                                    "streamed from files or on a cluster if given)"
+                                    if passes else "rows held in memory)"))
 
 
 def _seconds(s: float) -> str:

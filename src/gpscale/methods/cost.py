@@ -16,7 +16,7 @@ import torch
 
 from ..models.exact_cg import precond_cap
 from ..models.iterative_variance import PATHWISE_SAMPLES
-from ..sizes import available_memory
+from ..sizes import CHUNK_BYTES, available_memory
 from ..train.exact_refine import PROBES
 from ..train.warning_types import SizeWarning
 from .rff import AUTO_ABOVE, AUTO_SUBSAMPLE
@@ -26,7 +26,7 @@ __all__ = ["exact_seconds", "exact_bytes", "exact_cost", "iterative_seconds",
            "refine_seconds", "refine_evaluations", "product_seconds", "solve_seconds",
            "fit_seconds",
            "too_large", "sample_size", "size_guard", "sgpr_seconds", "sgpr_bytes",
-           "rff_seconds"]
+           "rff_seconds", "sgpr_passes_seconds", "sgpr_passes_bytes"]
 
 # -- the exact GP by Cholesky ------------------------------------------------------------
 #: seconds per n³ of one NLML + gradient evaluation in a fit, and evaluations per fit
@@ -222,3 +222,37 @@ def rff_seconds(n: int, num_features: int = DEFAULT_FEATURES) -> float:
     search = RFF_SEARCH_SECONDS * seen / RFF_SEARCH_ROWS * scale
     final = 2.0 * n * num_features**2 / PASS_FLOPS if n > AUTO_ABOVE else 0.0
     return search + final
+
+
+# -- sgpr from passes over the rows --------------------------------------------------------
+#: sgpr holds up to this many rows in memory and searches on all of them; past it (and for
+#: rows not in memory) it searches on a sample of SGPR_SAMPLE_ROWS rows and refines by at
+#: most SGPR_REFINE_ITER L-BFGS iterations of passes over all rows
+#: (:mod:`gpscale.train.sgpr_passes`): at 250 000 rows sgpr_seconds is near half an hour
+SGPR_HELD_ROWS = 250_000
+SGPR_SAMPLE_ROWS, SGPR_REFINE_ITER = 20_000, 20
+#: L-BFGS evaluations per refinement iteration (line searches included); an evaluation by
+#: passes (a statistics pass, ΦᵀΦ, and a gradient pass, Φ(G + Gᵀ) and the kernel's
+#: contraction) does the in-memory evaluation's work, SGPR_NM2_SECONDS per n·m² (2.2 s
+#: at n = 5·10⁴, m = 512 on one thread, in process), of which the statistics pass alone,
+#: the final one, is SGPR_STATS_SHARE (0.45 s)
+SGPR_EVALS_PER_ITER, SGPR_STATS_SHARE = 1.25, 0.2
+
+
+def sgpr_passes_seconds(n: int, m: int | None = None) -> float:
+    """Rough wall time of sgpr reading its rows in passes (:mod:`gpscale.train.sgpr_passes`),
+    one thread, no cluster: the in-memory search on its sample (:func:`sgpr_seconds` of
+    min(n, :data:`SGPR_SAMPLE_ROWS`) rows), :data:`SGPR_REFINE_ITER` L-BFGS iterations on
+    all n rows (each evaluation ∝ n m², as in memory) and the final statistics pass."""
+    m = DEFAULT_M if m is None else m
+    search = sgpr_seconds(min(n, SGPR_SAMPLE_ROWS), m)
+    evals = SGPR_REFINE_ITER * SGPR_EVALS_PER_ITER if n > SGPR_SAMPLE_ROWS else 0.0
+    return search + SGPR_NM2_SECONDS * m * m * n * (evals + SGPR_STATS_SHARE)
+
+
+def sgpr_passes_bytes(d: int, m: int, dtype: torch.dtype = torch.float64) -> float:
+    """Memory sgpr holds reading its rows in passes, whatever n: its sample's in-memory
+    search (:func:`sgpr_bytes`), one chunk of a pass (:data:`~gpscale.sizes.CHUNK_BYTES`)
+    and a few m × m matrices."""
+    item = torch.empty((), dtype=dtype).element_size()
+    return sgpr_bytes(SGPR_SAMPLE_ROWS, d, m, dtype) + CHUNK_BYTES + 10.0 * m * m * item

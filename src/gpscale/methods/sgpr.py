@@ -11,6 +11,13 @@ random sample of rows, and the lower bound wins: from generic values the search 
 stall there (pumadyn32nm, whose 32 inputs hold a handful of relevant ones, did), while
 as the only start the sample's fit is worse elsewhere (on elevators its 1000-row
 lengthscales held the bound at a poorer optimum).
+
+Rows that are not in memory (files, a cluster's partitions), or more of them than
+:data:`~gpscale.methods.cost.SGPR_HELD_ROWS` held, are read in passes
+(:mod:`gpscale.train.sgpr_passes`): that whole search runs on a uniform sample of
+``subsample`` rows, and at most ``refine`` L-BFGS iterations continue on all rows, each
+evaluation two passes over them (:class:`~gpscale.models.StreamedSGPR`, on the rows'
+cluster when there is one); the model keeps m × m statistics, not the rows.
 """
 
 from __future__ import annotations
@@ -20,13 +27,23 @@ import functools
 
 import torch
 
+from ..features.inducing import check_constant_diagonal
+from ..io.rows import Rows, as_rows
 from ..kernels import Kernel
-from ..models import SGPR
+from ..models import SGPR, StreamedSGPR
 from ..train import FitResult
 from ..train.sgpr import fit_sgpr
+from ..train.sgpr_passes import fit_sgpr_passes
 from ..train.starts import exact_start_on_sample, keep_lower, noise_above, sqrt_d_start
 from ..validation import as_dtype, check_int
-from .cost import DEFAULT_M, WARM_ABOVE, WARM_ROWS
+from .cost import (
+    DEFAULT_M,
+    SGPR_HELD_ROWS,
+    SGPR_REFINE_ITER,
+    SGPR_SAMPLE_ROWS,
+    WARM_ABOVE,
+    WARM_ROWS,
+)
 from .exact import fit_exact
 from .registry import register
 
@@ -43,16 +60,20 @@ PLATEAU = 0.5
 
 
 @register("sgpr", "sparse variational GP (Titsias 2009) with m free inducing inputs and "
-          "the hyperparameters by L-BFGS on the VFE bound: vector inputs, rows in memory; "
-          "m trades time (∝ n m²) for accuracy", chooses_kernel=True)
-def fit_sgpr_method(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, m: int | None = None,
-                    noise: float = 0.1, init: str = "kmeans", max_iter: int = 200,
-                    tol: float | None = 1e-4, patience: int = 3,
+          "the hyperparameters by L-BFGS on the VFE bound: vector inputs; rows in memory, "
+          "or past 250 000 rows (or in files, on a cluster) a sample's search refined by "
+          "passes over all rows; m trades time (∝ n m²) for accuracy", reads="passes",
+          chooses_kernel=True)
+def fit_sgpr_method(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
+                    m: int | None = None, noise: float = 0.1, init: str = "kmeans",
+                    max_iter: int = 200, tol: float | None = 1e-4, patience: int = 3,
                     warm_rows: int | None = None,
                     init_rows: int = INIT_ROWS, learn_z: bool = True, seed: int = 0,
-                    progress: bool = False,
+                    passes: bool | str = "auto", subsample: int = SGPR_SAMPLE_ROWS,
+                    refine: int = SGPR_REFINE_ITER, progress: bool = False,
                     device: torch.device | str | None = None,
-                    dtype: torch.dtype | str = torch.float64) -> tuple[SGPR, FitResult]:
+                    dtype: torch.dtype | str = torch.float64
+                    ) -> tuple[SGPR | StreamedSGPR, FitResult]:
     """``method="sgpr"``: m defaults to min(n, 512), initial Z at k-means centres;
     ``warm_rows`` (default 8000 when n > 16 000, else none) is the size of the sample the
     search starts on; ``tol``, ``patience``: stop once the bound moves by less than tol
@@ -60,12 +81,44 @@ def fit_sgpr_method(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, m: int | N
     default start at √d (as for ``exact``); when the fitted noise variance is above
     half of var(y), a second search starts from an exact GP's ML-II fit on ``init_rows``
     random rows (default 1000; 0: no second start) and the lower bound wins. The start
-    policies are :mod:`gpscale.train.starts`."""
+    policies are :mod:`gpscale.train.starts`.
+
+    ``X`` may be :class:`~gpscale.io.Rows` (y None). ``passes``: ``"auto"`` reads the
+    rows in passes when they are not held in memory or number more than
+    :data:`~gpscale.methods.cost.SGPR_HELD_ROWS`; True always, False never (the rows
+    must then be in memory). In passes, the search above runs on a uniform sample of
+    ``subsample`` rows (default 20 000), then at most ``refine`` L-BFGS iterations
+    (default 20) on all rows; a stationary kernel is needed there (Σ k(x, x) = n k(0))."""
+    rows = as_rows(X, y)
+    init_rows = check_int("init_rows", init_rows, 0)
+    if passes not in ("auto", True, False):
+        raise ValueError(f"passes must be 'auto', True or False, got {passes!r}")
+    held = rows.held
+    if held is None and passes is False:
+        raise ValueError("passes=False needs the rows in memory; these are read from "
+                         "their source: leave passes='auto'")
+    sample = functools.partial(_fit_held, kernel=kernel, m=m, noise=noise, init=init,
+                               max_iter=max_iter, tol=tol, patience=patience,
+                               warm_rows=warm_rows, init_rows=init_rows, learn_z=learn_z,
+                               seed=seed, progress=progress, device=device, dtype=dtype)
+    if held is not None and (passes is False or passes == "auto"
+                             and held[0].shape[0] <= SGPR_HELD_ROWS):
+        return sample(*held)
+    check_constant_diagonal(kernel)  # before any pass
+    return fit_sgpr_passes(rows, sample, check_int("subsample", subsample, 2),
+                           check_int("refine", refine, 0), seed=seed, progress=progress,
+                           dtype=as_dtype(dtype), device=device)
+
+
+def _fit_held(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, m: int | None, noise: float,
+              init: str, max_iter: int, tol: float | None, patience: int,
+              warm_rows: int | None, init_rows: int, learn_z: bool, seed: int,
+              progress: bool, device, dtype) -> tuple[SGPR, FitResult]:
+    """The fit on rows held in memory (every row, or the passes' sample)."""
     n = int(X.shape[0])
     m = min(n, DEFAULT_M) if m is None else check_int("m", m, 1)
     if warm_rows is None and n > WARM_ABOVE:
         warm_rows = WARM_ROWS
-    init_rows = check_int("init_rows", init_rows, 0)
     given = copy.deepcopy(kernel)
     first = _fit(X, y, kernel, m, noise, init, seed, max_iter, tol, patience, warm_rows,
                  learn_z, progress, device, dtype, sqrt_d_start)

@@ -7,10 +7,11 @@ from .exact_cg import ConjugateGradients
 from .feature import FeatureGP, chunk_statistics
 from .grief import GriefIPosterior, OrthogonalGrief, grief_preconditioner
 from .sgpr import SGPR
+from .sgpr_passes import StreamedSGPR
 from .sparse import SparseGP
 from .svgp import SVGP
 
 __all__ = ["GPModel", "MeanAndVariance", "MODEL_CLASSES", "model_class", "ExactGP",
            "FeatureGP", "chunk_statistics", "gaussian_nll", "GriefIPosterior",
-           "OrthogonalGrief", "grief_preconditioner", "SGPR", "SparseGP", "SVGP",
+           "OrthogonalGrief", "grief_preconditioner", "SGPR", "StreamedSGPR", "SparseGP", "SVGP",
            "Cholesky", "ConjugateGradients"]

@@ -27,6 +27,7 @@ from ..kernels.base import cross_matrix
 from ..params import Positive
 from ..validation import as_matrix, as_test_inputs, check_xy
 from .base import GPModel, MeanAndVariance, dtype_name, no_data
+from .sgpr_stats import posterior
 from .vfe_bound import VFEBound, factors
 
 
@@ -97,15 +98,7 @@ class SGPR(GPModel):
         μ = K_*Z Luu⁻ᵀ LB⁻ᵀ c,  v = k_** − ‖Luu⁻¹K_Z*‖² + ‖LB⁻¹ Luu⁻¹ K_Z*‖²."""
         Xs = as_test_inputs(X_new, self.X)
         s2, Luu, LB, w = self._predictive_state()
-        means, variances = [], []
-        for s in range(0, Xs.shape[0], block):
-            Xb = Xs[s : s + block]
-            V = torch.linalg.solve_triangular(Luu, self.kernel(self.Z, Xb), upper=False)
-            means.append((V.mT @ w)[:, 0])
-            W = torch.linalg.solve_triangular(LB, V, upper=False)
-            var = (self.kernel.diag(Xb) - (V * V).sum(0) + (W * W).sum(0)).clamp_min(0.0)
-            variances.append(var + s2 if include_noise else var)
-        return MeanAndVariance(torch.cat(means), torch.cat(variances))
+        return posterior(self.kernel, self.Z, (Luu, LB, w), Xs, s2, include_noise, block)
 
     # -- persistence: X, y and Z travel in the state_dict ---------------------------------
     def to_config(self) -> dict[str, Any]:
