@@ -104,11 +104,13 @@ MIN_INDUCING, MAX_INDUCING = 128, 1024
 
 @dataclass(frozen=True)
 class Choice:
-    """What ``method="auto"`` picked: the method, the options it sets, and why."""
+    """What ``method="auto"`` picked: the method, the options it sets, why, and the fit's
+    estimated wall time in seconds (the one the reason states; None where none is made)."""
 
     method: str
     options: dict[str, Any] = field(default_factory=dict)
     reason: str = ""
+    seconds: float | None = None
 
     def __str__(self) -> str:
         opts = ", ".join(f"{k}={v}" for k, v in self.options.items())
@@ -141,7 +143,8 @@ def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
     if seconds <= limit and fits:
         return Choice("exact", {}, f"{size}: the exact GP's fit{with_choice} is estimated "
                       f"at {_seconds(seconds)}, within "
-                      f"{'the budget' if budget else 'a minute'} ({_seconds(limit)})")
+                      f"{'the budget' if budget else 'a minute'} ({_seconds(limit)})",
+                      seconds)
     # past the exact GP on every row, the choice's fits are on a sample of rows
     reserve = kernel_choice_seconds(g, rows, len(CANDIDATES)) if choose_kernel else 0.0
     why_not_exact = (f"{size}: the exact GP would need about {_seconds(seconds)}"
@@ -176,7 +179,7 @@ def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
                      f"{_seconds(rff_seconds(n, p))} estimated"
                      + ("; the budget is below what any method needs, so rff takes its "
                         "smallest size" if rff_seconds(n, p) > budget else "") + ")"
-                     if budget else ""))
+                     if budget else ""), rff_seconds(n, p))
 
 
 def _iterative_choice(n: int, d: int, kernel: Kernel, budget: float | None,
@@ -200,7 +203,8 @@ def _iterative_choice(n: int, d: int, kernel: Kernel, budget: float | None,
                   f"solves (θ from a row sample refined on all rows, the posterior by "
                   f"preconditioned CG) about {_seconds(seconds)}, within "
                   f"{'the budget' if budget else 'a quarter of an hour'} "
-                  f"({_seconds(limit)}): the exact GP, no inducing-point approximation")
+                  f"({_seconds(limit)}): the exact GP, no inducing-point approximation",
+                  seconds)
 
 
 def _sgpr_choice(n: int, d: int, budget: float | None, avail: int | None,
@@ -236,7 +240,8 @@ def _sgpr_choice(n: int, d: int, budget: float | None, avail: int | None,
                   + (" with the kernel family chosen on a sample" if reserve else "")
                   + f" ({why}; " + ("a sample's search refined by passes over all rows, "
                                     "streamed from files or on a cluster if given)"
-                                    if passes else "rows held in memory)"))
+                                    if passes else "rows held in memory)"),
+                  seconds(m) + reserve)
 
 
 def _seconds(s: float) -> str:
