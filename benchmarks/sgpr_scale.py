@@ -19,6 +19,7 @@ RMSE beside uci-large's (rff 0.332, sgpr 0.150 on kin40k).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
@@ -77,7 +78,7 @@ class Cluster:
     a client connected to them, workers added by :meth:`add_worker`."""
 
     def __init__(self) -> None:
-        import distributed
+        from gpscale.parallel.cluster import connect
 
         self.dask = Path(sys.executable).with_name("dask")
         if not self.dask.exists():
@@ -89,7 +90,8 @@ class Cluster:
         self.env = {**os.environ, "PYTHONPATH": f"{SRC / 'src'}{os.pathsep}{SRC}"}
         self.procs = [self._start("scheduler", "--host", "127.0.0.1", "--port", str(port),
                                   "--no-dashboard")]
-        self.client = distributed.Client(self.address, timeout=60)
+        self._connection = contextlib.ExitStack()  # gpscale's own connect: dask stays behind it
+        self.client = self._connection.enter_context(connect(scheduler=self.address))
 
     def _start(self, *args: str) -> subprocess.Popen:
         return subprocess.Popen([str(self.dask), *args], env=self.env,
@@ -104,7 +106,7 @@ class Cluster:
         return count
 
     def close(self) -> None:
-        self.client.close()
+        self._connection.close()
         for proc in reversed(self.procs):
             proc.terminate()
             proc.wait(timeout=60)
