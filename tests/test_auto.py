@@ -39,8 +39,9 @@ def test_small_data_gets_exact_larger_sgpr_and_the_largest_rff():
     small, large = choose_method(500, 5, k), choose_method(200_000, 5, k)
     huge, beyond = choose_method(2 * SGPR_HELD_ROWS, 5, k), choose_method(10**8, 5, k)
     assert small.method == "exact" and "n=500" in small.reason
-    assert large.method == "sgpr" and large.options == {}  # sgpr's own default m
-    assert "exact GP would need" in large.reason and "m=512" in large.reason
+    m = large.options.get("m", 512)  # sized to auto's default budget
+    assert large.method == "sgpr" and sgpr_seconds(200_000, m) <= SGPR_SECONDS
+    assert "exact GP would need" in large.reason and f"m={m}" in large.reason
     assert "rows held in memory" in large.reason
     assert huge.method == "sgpr" and huge.options == {}  # past the line sgpr reads passes
     assert "refined by passes over all rows" in huge.reason
@@ -62,9 +63,9 @@ def test_past_the_line_sgpr_reads_passes_with_m_sized_by_its_cost_model():
         for b, m in zip(budgets, sizes):
             assert sgpr_passes_seconds(n, m) <= b
             assert m == MAX_INDUCING or sgpr_passes_seconds(n, m + 64) > b
-    assert choose_method(10**6, 8, k).options == {}  # m = 512 within half an hour
-    assert choose_method(10**7, 8, k).options == {"m": 192}
-    assert sgpr_passes_seconds(10**7, 192) <= SGPR_SECONDS < sgpr_passes_seconds(10**7, 256)
+    assert choose_method(10**6, 8, k).options == {"m": 384}  # within the default budget
+    assert choose_method(10**7, 8, k).options == {"m": 128}
+    assert sgpr_passes_seconds(10**7, 128) <= SGPR_SECONDS < sgpr_passes_seconds(10**7, 192)
 
 
 def test_the_exact_threshold_follows_the_cost_model_and_the_budget():
@@ -89,7 +90,8 @@ def test_a_budget_sizes_sgpr_monotonically_then_falls_back_to_rff():
     for b, m in zip(budgets[1:], sizes):
         assert sgpr_seconds(n, m) <= b  # sized to fit the budget by the cost model
         assert m == MAX_INDUCING or sgpr_seconds(n, m + 64) > b  # ... and the largest
-    assert sgpr_seconds(n, 512) <= SGPR_SECONDS  # the default m without a budget
+    unbudgeted = choose_method(n, 4, k).options.get("m", 512)  # sized to the default budget
+    assert sgpr_seconds(n, unbudgeted) <= SGPR_SECONDS < sgpr_seconds(n, unbudgeted + 64)
 
 
 def test_the_exact_gp_on_every_row_where_its_estimate_fits():

@@ -24,6 +24,7 @@ from gpscale.plan import make_plan
 from gpscale.train import fit_lbfgs
 from gpscale.train.deadline import Deadline
 from gpscale.train.lbfgs import OUT_OF_TIME
+from gpscale.train.warning_types import ConvergenceWarning
 
 
 class Clock:
@@ -261,3 +262,28 @@ def test_cg_in_float32_that_converges_stays_in_float32():
         warnings.simplefilter("error")
         info = model.solve()
     assert info["converged"] and model.solver.block_dtype == "float32"
+
+
+def test_sgpr_keeps_its_allowance_held_and_in_passes(clock):
+    """sgpr's searches stop at the deadline (the second start is skipped), in memory
+    and by passes over Rows, and say so."""
+    from gpscale.io.rows import Rows
+    from gpscale.methods.sgpr import fit_sgpr_method
+
+    clock.step = 1.0
+    X, y = _data(n=400, seed=9)
+    for rows in ((X, y), (Rows.in_memory(X, y), None)):
+        with pytest.warns(ConvergenceWarning, match="sgpr's search stopped at the fit's time"):
+            _, result = fit_sgpr_method(*rows, Scale(RBF(torch.ones(3), ard_dims=3)), m=16,
+                                        passes=rows[1] is None, subsample=200, refine=5,
+                                        time_limit=8.0)
+        assert result.reason == OUT_OF_TIME and len(result.history) <= 10
+    _, free = fit_sgpr_method(X, y, Scale(RBF(torch.ones(3), ard_dims=3)), m=16)
+    assert free.reason != OUT_OF_TIME and len(free.history) > 10
+
+
+def test_auto_gives_sgpr_its_budget():
+    X, y = _data(n=300, seed=10)
+    data = gpscale.io.training_data(X.numpy(), y.numpy())
+    plan = make_plan(data, "auto", gpscale.kernels.make_kernel("rbf-ard", 3))
+    assert "time_limit" in METHODS["sgpr"].options and plan.time_limit == DEFAULT_BUDGET

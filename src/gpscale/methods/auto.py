@@ -95,10 +95,10 @@ MIN_FEATURES, MAX_FEATURES = 128, 4096
 #: inducing points of cholqr-vfe when auto picks it (a choice, not a measurement)
 CHOLQR_M = 256
 #: sgpr is picked when its fit is estimated within this long (seconds) and no budget is
-#: given (a choice: half an hour); a budget sizes m in [MIN_INDUCING, MAX_INDUCING]
-#: (sgpr's default is DEFAULT_M). sgpr's cost model is
+#: given: auto's default budget, which the fit then keeps; a budget sizes m in
+#: [MIN_INDUCING, MAX_INDUCING] (sgpr's default is DEFAULT_M). sgpr's cost model is
 #: :func:`~gpscale.methods.cost.sgpr_seconds` and :func:`~gpscale.methods.cost.sgpr_bytes`
-SGPR_SECONDS = 1800.0
+SGPR_SECONDS = DEFAULT_BUDGET
 MIN_INDUCING, MAX_INDUCING = 128, 1024
 
 

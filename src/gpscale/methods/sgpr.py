@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import copy
 import functools
+import warnings
+from typing import Any
 
 import torch
 
@@ -32,9 +34,12 @@ from ..io.rows import Rows, as_rows
 from ..kernels import Kernel
 from ..models import SGPR, StreamedSGPR
 from ..train import FitResult
+from ..train.deadline import Deadline
+from ..train.lbfgs import OUT_OF_TIME
 from ..train.sgpr import fit_sgpr
 from ..train.sgpr_passes import fit_sgpr_passes
 from ..train.starts import exact_start_on_sample, keep_lower, noise_above, sqrt_d_start
+from ..train.warning_types import ConvergenceWarning
 from ..validation import as_dtype, check_int
 from .cost import (
     DEFAULT_M,
@@ -72,7 +77,8 @@ def fit_sgpr_method(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kern
                     passes: bool | str = "auto", subsample: int = SGPR_SAMPLE_ROWS,
                     refine: int = SGPR_REFINE_ITER, progress: bool = False,
                     device: torch.device | str | None = None,
-                    dtype: torch.dtype | str = torch.float64
+                    dtype: torch.dtype | str = torch.float64,
+                    time_limit: float | None = None
                     ) -> tuple[SGPR | StreamedSGPR, FitResult]:
     """``method="sgpr"``: m defaults to min(n, 512), initial Z at k-means centres;
     ``warm_rows`` (default 8000 when n > 16 000, else none) is the size of the sample the
@@ -88,7 +94,12 @@ def fit_sgpr_method(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kern
     :data:`~gpscale.methods.cost.SGPR_HELD_ROWS`; True always, False never (the rows
     must then be in memory). In passes, the search above runs on a uniform sample of
     ``subsample`` rows (default 20 000), then at most ``refine`` L-BFGS iterations
-    (default 20) on all rows; a stationary kernel is needed there (Σ k(x, x) = n k(0))."""
+    (default 20) on all rows; a stationary kernel is needed there (Σ k(x, x) = n k(0)).
+
+    ``time_limit`` (seconds; ``method="auto"`` passes what is left of its budget): every
+    search stops between iterations once it has passed, keeping the best bound so far
+    (and warns); the second start is skipped."""
+    deadline = Deadline.of(time_limit)
     rows = as_rows(X, y)
     init_rows = check_int("init_rows", init_rows, 0)
     if passes not in ("auto", True, False):
@@ -100,20 +111,23 @@ def fit_sgpr_method(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kern
     sample = functools.partial(_fit_held, kernel=kernel, m=m, noise=noise, init=init,
                                max_iter=max_iter, tol=tol, patience=patience,
                                warm_rows=warm_rows, init_rows=init_rows, learn_z=learn_z,
-                               seed=seed, progress=progress, device=device, dtype=dtype)
+                               seed=seed, progress=progress, device=device, dtype=dtype,
+                               deadline=deadline)
     if held is not None and (passes is False or passes == "auto"
                              and held[0].shape[0] <= SGPR_HELD_ROWS):
         return sample(*held)
     check_constant_diagonal(kernel)  # before any pass
-    return fit_sgpr_passes(rows, sample, check_int("subsample", subsample, 2),
-                           check_int("refine", refine, 0), seed=seed, progress=progress,
-                           dtype=as_dtype(dtype), device=device)
+    return _timed(fit_sgpr_passes(rows, sample, check_int("subsample", subsample, 2),
+                                  check_int("refine", refine, 0), seed=seed,
+                                  progress=progress, dtype=as_dtype(dtype), device=device,
+                                  deadline=deadline))
 
 
 def _fit_held(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, m: int | None, noise: float,
               init: str, max_iter: int, tol: float | None, patience: int,
               warm_rows: int | None, init_rows: int, learn_z: bool, seed: int,
-              progress: bool, device, dtype) -> tuple[SGPR, FitResult]:
+              progress: bool, device, dtype, deadline: Deadline | None
+              ) -> tuple[SGPR, FitResult]:
     """The fit on rows held in memory (every row, or the passes' sample)."""
     n = int(X.shape[0])
     m = min(n, DEFAULT_M) if m is None else check_int("m", m, 1)
@@ -121,22 +135,32 @@ def _fit_held(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, m: int | None, n
         warm_rows = WARM_ROWS
     given = copy.deepcopy(kernel)
     first = _fit(X, y, kernel, m, noise, init, seed, max_iter, tol, patience, warm_rows,
-                 learn_z, progress, device, dtype, sqrt_d_start)
-    if init_rows < 2 or not noise_above(first[0], y, PLATEAU):
-        return first
+                 learn_z, progress, device, dtype, sqrt_d_start, deadline)
+    if init_rows < 2 or not noise_above(first[0], y, PLATEAU) or \
+            first[1].reason == OUT_OF_TIME:
+        return _timed(first)
     exact = functools.partial(fit_exact, kernel=given, noise=noise, seed=seed,
                               dtype=as_dtype(dtype), device=device)
     noise = exact_start_on_sample(X, y, init_rows, seed, exact)
     second = _fit(X, y, given, m, noise, init, seed, max_iter, tol, patience, warm_rows,
-                  learn_z, progress, device, dtype, None)
-    return keep_lower(first, second)
+                  learn_z, progress, device, dtype, None, deadline)
+    return _timed(keep_lower(first, second))
+
+
+def _timed(fit: tuple[Any, FitResult]) -> tuple[Any, FitResult]:
+    """The fit, with a warning where its search stopped at the time allowance."""
+    if fit[1].reason == OUT_OF_TIME:
+        warnings.warn("sgpr's search stopped at the fit's time allowance before its "
+                      "stopping rule held; Z and θ are the best bound's so far. A larger "
+                      "budget lets it finish", ConvergenceWarning, stacklevel=3)
+    return fit
 
 
 def _fit(X, y, kernel, m, noise, init, seed, max_iter, tol, patience, warm_rows, learn_z,
-         progress, device, dtype, prepare) -> tuple[SGPR, FitResult]:
+         progress, device, dtype, prepare, deadline) -> tuple[SGPR, FitResult]:
     return fit_sgpr(X, y, kernel, m, noise=noise, init=init, seed=seed,
                     max_iter=check_int("max_iter", max_iter, 1), learn_z=learn_z,
                     dtype=as_dtype(dtype), device=device, tol=tol,
                     warm_rows=None if warm_rows is None else check_int("warm_rows", warm_rows, 1),
                     kmeans_rows=KMEANS_ROWS, progress=progress, prepare=prepare,
-                    patience=check_int("patience", patience, 1))
+                    patience=check_int("patience", patience, 1), deadline=deadline)

@@ -10,6 +10,7 @@ import torch
 from ..kernels import Kernel
 from ..models.sgpr import SGPR
 from ..validation import as_matrix, check_xy
+from .deadline import Deadline
 from .lbfgs import fit_lbfgs
 from .result import FitResult
 from .starts import warm_start_sgpr
@@ -37,7 +38,8 @@ def fit_sgpr(X, y, kernel: Kernel, m: int, noise: float = 0.1,
              device: torch.device | str | None = None, *, tol: float | None = None,
              warm_rows: int | None = None, warm_iter: int = 200,
              kmeans_rows: int | None = None, progress: bool = False,
-             prepare=None, patience: int = 3) -> tuple[SGPR, FitResult]:
+             prepare=None, patience: int = 3, deadline: Deadline | None = None
+             ) -> tuple[SGPR, FitResult]:
     """Fit an :class:`SGPR` with Z and the hyperparameters optimised jointly by L-BFGS.
 
     ``init``: ``"random"`` (m distinct training inputs), ``"kmeans"`` (Lloyd centres,
@@ -50,7 +52,8 @@ def fit_sgpr(X, y, kernel: Kernel, m: int, noise: float = 0.1,
     iterations) runs on that many random rows, each of its evaluations costing
     ``warm_rows / n`` of a full one; the full-data search (``max_iter``) continues from
     its Z and hyperparameters. ``prepare(model)``, when given, may set initial values
-    before any search (e.g. lengthscales from the data's dimension).
+    before any search (e.g. lengthscales from the data's dimension). ``deadline``: both
+    searches stop there (:func:`~gpscale.train.fit_lbfgs`).
     """
     X, y = check_xy(X, y, dtype, device)
     n = X.shape[0]
@@ -69,7 +72,8 @@ def fit_sgpr(X, y, kernel: Kernel, m: int, noise: float = 0.1,
             raise ValueError(f"init must be 'random', 'kmeans' or a tensor, got {init!r}")
     else:
         Z = as_matrix(init, "init", dtype, X.device)
-    options = dict(seed=seed, method="sgpr", tol=tol, patience=patience, progress=progress)
+    options = dict(seed=seed, method="sgpr", tol=tol, patience=patience, progress=progress,
+                   deadline=deadline)
     model = SGPR(kernel, X, y, Z, noise=noise, learn_z=learn_z, dtype=dtype, device=X.device)
     if prepare is not None:
         prepare(model)

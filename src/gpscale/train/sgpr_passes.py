@@ -18,6 +18,7 @@ import torch
 from ..io.rows import Rows
 from ..models.sgpr import SGPR
 from ..models.sgpr_passes import StreamedSGPR
+from .deadline import Deadline
 from .lbfgs import fit_lbfgs
 from .result import FitResult
 
@@ -32,13 +33,15 @@ def fit_sgpr_passes(rows: Rows, fit_sample: Callable[[torch.Tensor, torch.Tensor
                                                      tuple[SGPR, FitResult]],
                     sample: int, refine: int, seed: int = 0, progress: bool = False,
                     dtype: torch.dtype = torch.float64,
-                    device: torch.device | str | None = None
+                    device: torch.device | str | None = None,
+                    deadline: Deadline | None = None
                     ) -> tuple[StreamedSGPR, FitResult]:
     """θ, Z and σ² by ``fit_sample(X, y)`` on about ``sample`` uniform rows (seeded),
     then at most ``refine`` L-BFGS iterations of the bound on all rows by passes (none
     when the sample held every row or its search was interrupted). Returns the model
     on all rows (still reading them: ``freeze`` keeps its statistics) and the result,
-    whose history marks each iteration's phase and whose counts add both phases."""
+    whose history marks each iteration's phase and whose counts add both phases.
+    ``deadline``: the refinement starts no iteration past it."""
     Xs, ys = rows.sample(sample, seed)
     small, first = fit_sample(Xs.to(dtype=dtype, device=device),
                               ys.to(dtype=dtype, device=device))
@@ -48,7 +51,7 @@ def fit_sgpr_passes(rows: Rows, fit_sample: Callable[[torch.Tensor, torch.Tensor
     if refine == 0 or first.reason == "interrupted" or Xs.shape[0] >= model.n:
         return model, first
     result = fit_lbfgs(model, model.objective, max_iter=refine, progress=progress,
-                       method="sgpr", ftol=REFINE_FTOL, warn=False)
+                       method="sgpr", ftol=REFINE_FTOL, warn=False, deadline=deadline)
     result.history = [{**h, "phase": "sample"} for h in first.history] + [
         {**h, "phase": "all rows"} for h in result.history]
     result.n_evals += first.n_evals
