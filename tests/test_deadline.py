@@ -287,3 +287,34 @@ def test_auto_gives_sgpr_its_budget():
     data = gpscale.io.training_data(X.numpy(), y.numpy())
     plan = make_plan(data, "auto", gpscale.kernels.make_kernel("rbf-ard", 3))
     assert "time_limit" in METHODS["sgpr"].options and plan.time_limit == DEFAULT_BUDGET
+
+
+def test_rff_keeps_its_allowance(clock):
+    from gpscale.methods.rff import fit_rff
+
+    clock.step = 1.0
+    X, y = _data(n=400, seed=11)
+    with pytest.warns(ConvergenceWarning, match="rff's search stopped at the fit's time"):
+        _, result = fit_rff(X, y, Scale(RBF(torch.ones(3), ard_dims=3)), num_features=64,
+                            time_limit=5.0)
+    assert result.reason == OUT_OF_TIME
+
+
+def test_a_method_reading_passes_gets_the_budget_through_the_api(tmp_path, monkeypatch):
+    """Rows left in their files: auto's pick that reads passes gets its time_limit."""
+    import pandas as pd
+
+    seen = []
+    real = METHODS["rff"].fit_fn
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("time_limit"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setitem(METHODS, "rff", dataclasses.replace(METHODS["rff"], fit_fn=spy))
+    X, y = _data(n=200, seed=12)
+    frame = pd.DataFrame(X.numpy(), columns=["a", "b", "c"]).assign(y=y.numpy())
+    frame.to_parquet(tmp_path / "rows.parquet")
+    gpscale.fit(str(tmp_path / "rows.parquet"), target="y", method="rff", kernel="rbf-ard",
+                num_features=32, max_iter=3, time_limit=40.0)
+    assert 0 < seen[0] <= 40.0

@@ -111,7 +111,7 @@ def run(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
     with connect(*cluster) as client:
         if m.streams and (client is not None or data.pair is None):
             scaler, model, result = _fit_rows(m, data.source, kernel, standardize, client,
-                                              plan.options)
+                                              plan.options, deadline)
             kernel_choice = None
         else:
             scaler, model, result, kernel_name, kernel_choice = _fit_held(
@@ -154,14 +154,18 @@ def _fit_held(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
 
 
 def _fit_rows(m: Method, source: Source, kernel: Kernel, standardize: bool, client: Any,
-              options: dict[str, Any]):
+              options: dict[str, Any], deadline: Deadline | None = None):
     """Rows left in their partitions: the scaler from one moments pass, then the method's
     passes or minibatches (on ``client``'s workers when given); the model keeps the
-    statistics it needs, not the rows (``freeze``), read while the cluster is up."""
+    statistics it needs, not the rows (``freeze``), read while the cluster is up.
+    ``deadline``: the plan's time allowance (the method's ``time_limit``: what the
+    moments pass left of it)."""
     d = source.num_features
     parts = tuple(source.partitions())
     scaler = rows_scaler(parts, d, standardize, with_codes(kernel.raw_columns, source), client)
     rows = Rows(parts, d, scaler, client)
+    if deadline is not None:
+        options = {**options, "time_limit": deadline.left()}
     with _own_units(standardize, m.name):
         model, result = m.fit_fn(rows, None, kernel, **options)
     if model.n < 2:

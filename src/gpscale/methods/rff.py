@@ -4,6 +4,7 @@ L-BFGS from the streamed statistics ΦᵀΦ, Φᵀy."""
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import torch
@@ -15,6 +16,9 @@ from ..kernels import Kernel, spectral_facts
 from ..models import FeatureGP
 from ..sizes import available_memory
 from ..train import FitResult, fit_lbfgs
+from ..train.deadline import Deadline
+from ..train.lbfgs import OUT_OF_TIME
+from ..train.warning_types import ConvergenceWarning
 from ..validation import as_dtype, check_int, check_positive
 from .registry import register
 
@@ -59,7 +63,8 @@ def fit_rff(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
             max_iter: int = 200, seed: int = 0,
             subsample: int | str | None = "auto", refine: int = 0, progress: bool = False,
             device: torch.device | str | None = None,
-            dtype: torch.dtype | str = torch.float64) -> tuple[FeatureGP, FitResult]:
+            dtype: torch.dtype | str = torch.float64,
+            time_limit: float | None = None) -> tuple[FeatureGP, FitResult]:
     """Weight-space GP on ``num_features`` orthogonal random Fourier features of the
     kernel's spectral density, lengthscales, signal variance and noise by L-BFGS, starting
     from the kernel's lengthscales and signal variance. ``X``
@@ -70,7 +75,11 @@ def fit_rff(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
     ``max_iter`` iterations) on a uniform random sample of about m rows held in memory,
     optionally refined by at most ``refine`` L-BFGS iterations on all rows (stopping
     early once the NLML stops moving); the model keeps the statistics of all rows, from
-    one final pass. ``"auto"``: m = 20 000 when n is over 100 000, else every row."""
+    one final pass. ``"auto"``: m = 20 000 when n is over 100 000, else every row.
+    ``time_limit`` (seconds; ``method="auto"`` passes what is left of its budget): the
+    searches stop between iterations once it has passed (and warn); the final pass
+    runs."""
+    deadline = Deadline.of(time_limit)
     facts = spectral_facts(kernel, "rff")
     rows = as_rows(X, y)
     d = rows.num_features
@@ -90,17 +99,19 @@ def fit_rff(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
     m = _subsample_size(subsample, n)
     if m is None:
         model = signal_variance(full(noise), facts.outputscale)
-        return model, fit_lbfgs(model, max_iter=max_iter, progress=progress, method="rff")
+        return model, _timed(fit_lbfgs(model, max_iter=max_iter, progress=progress,
+                                       method="rff", deadline=deadline))
     Xs, ys = rows.sample(m, seed)
     small = signal_variance(FeatureGP(feats, Xs, ys, noise=noise, dtype=dtype, device=device),
                             facts.outputscale)
-    first = fit_lbfgs(small, max_iter=max_iter, progress=progress, method="rff")
+    first = _timed(fit_lbfgs(small, max_iter=max_iter, progress=progress, method="rff",
+                             deadline=deadline))
     model = full(float(small.noise.detach()))
     model.weight = small.weight.detach().clone()
-    if refine == 0 or first.reason == "interrupted":
+    if refine == 0 or first.reason in ("interrupted", OUT_OF_TIME):
         return model, first
-    result = fit_lbfgs(model, max_iter=refine, progress=progress, method="rff",
-                       ftol=REFINE_FTOL)
+    result = _timed(fit_lbfgs(model, max_iter=refine, progress=progress, method="rff",
+                              ftol=REFINE_FTOL, deadline=deadline))
     result.history = [{**h, "phase": "subsample"} for h in first.history] + [
         {**h, "phase": "all rows"} for h in result.history]
     result.n_evals += first.n_evals
@@ -111,6 +122,15 @@ def fit_rff(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
 #: the full-data refinement stops once an iteration lowers the NLML by less than this
 #: fraction of it
 REFINE_FTOL = 1e-6
+
+
+def _timed(result: FitResult) -> FitResult:
+    """``result``, with a warning where its search stopped at the time allowance."""
+    if result.reason == OUT_OF_TIME:
+        warnings.warn("rff's search stopped at the fit's time allowance before its "
+                      "stopping rule held; θ is the best found so far. A larger budget "
+                      "lets it finish", ConvergenceWarning, stacklevel=3)
+    return result
 
 
 def _subsample_size(subsample: int | str | None, n: int) -> int | None:
