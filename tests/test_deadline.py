@@ -45,6 +45,19 @@ def clock(monkeypatch):
     return fake
 
 
+def _time_limits_seen(monkeypatch, method: str) -> list:
+    """The time_limit each fit of ``method`` is called with, in order."""
+    seen = []
+    real = METHODS[method].fit_fn
+
+    def spy(*args, **kwargs):
+        seen.append(kwargs.get("time_limit"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setitem(METHODS, method, dataclasses.replace(METHODS[method], fit_fn=spy))
+    return seen
+
+
 def _data(n=300, d=3, noise=0.1, seed=0):
     g = torch.Generator().manual_seed(seed)
     X = torch.randn(n, d, generator=g, dtype=torch.float64)
@@ -211,14 +224,7 @@ def test_auto_gives_the_method_its_budget():
 def test_a_time_limit_reaches_the_exact_fit_through_the_api(monkeypatch):
     """A named method gets the time_limit it was given (none otherwise); under auto the
     exact fit gets what the kernel's choice left of auto's default budget."""
-    seen = []
-    real = METHODS["exact"].fit_fn
-
-    def spy(*args, **kwargs):
-        seen.append(kwargs.get("time_limit"))
-        return real(*args, **kwargs)
-
-    monkeypatch.setitem(METHODS, "exact", dataclasses.replace(METHODS["exact"], fit_fn=spy))
+    seen = _time_limits_seen(monkeypatch, "exact")
     X, y = _data(n=80, seed=7)
     gpscale.fit(X.numpy(), y.numpy(), method="exact", kernel="rbf-ard", time_limit=50.0)
     gpscale.fit(X.numpy(), y.numpy(), method="exact", kernel="rbf-ard")
@@ -304,14 +310,7 @@ def test_a_method_reading_passes_gets_the_budget_through_the_api(tmp_path, monke
     """Rows left in their files: auto's pick that reads passes gets its time_limit."""
     import pandas as pd
 
-    seen = []
-    real = METHODS["rff"].fit_fn
-
-    def spy(*args, **kwargs):
-        seen.append(kwargs.get("time_limit"))
-        return real(*args, **kwargs)
-
-    monkeypatch.setitem(METHODS, "rff", dataclasses.replace(METHODS["rff"], fit_fn=spy))
+    seen = _time_limits_seen(monkeypatch, "rff")
     X, y = _data(n=200, seed=12)
     frame = pd.DataFrame(X.numpy(), columns=["a", "b", "c"]).assign(y=y.numpy())
     frame.to_parquet(tmp_path / "rows.parquet")
