@@ -55,8 +55,8 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
     solution (a warm start), not at the final θ.
     ``callback(evaluation, info)`` after every evaluation. ``model``: an
     :class:`~gpscale.models.ExactGP` with the CG solver. ``time_limit`` (seconds): no
-    evaluation starts once the refinement has run this long; θ is then the last accepted
-    step's and the result's reason says so.
+    evaluation starts that would end past it, judged by the last one's time; θ is then
+    the last accepted step's and the result's reason says so.
 
     Not Adam (BBMM's and Wang et al.'s optimiser): it moves each raw parameter by about
     its learning rate per step, so from a sample fit that ended with the noise at its
@@ -101,8 +101,9 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
         history[-1]["precond_refreshed"] = True
         return True
 
-    def out_of_time() -> bool:
-        return time_limit is not None and time.perf_counter() - t0 >= time_limit
+    def out_of_time() -> bool:  # the next evaluation would end past the limit, judged
+        last = history[-1]["seconds"] if history else 0.0  # by the last one's time
+        return time_limit is not None and time.perf_counter() - t0 + last >= time_limit
 
     try:
         x, converged = _lbfgs(gradient, coords.values(), steps, min_step, stale, out_of_time)
