@@ -142,3 +142,38 @@ def test_an_unknown_kernel_is_still_refused(bad):
     X, y = _smooth(30)
     with pytest.raises(ValueError, match="kernel"):
         gpscale.fit(X, y, kernel=bad)
+
+
+def test_on_the_iterative_path_the_candidates_have_pathwise_variances():
+    """Where the exact fit will be solved by CG, RQ (no spectral density: its variances
+    would come from the Lanczos cache) is not a candidate, and the note says why; on
+    rows the Cholesky fit takes, it is."""
+    from gpscale.methods import METHODS
+    from gpscale.methods.cost import too_large
+    from gpscale.methods.kernel_choice import kernel_for
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(6000, 2, generator=g, dtype=torch.float64)
+    y = torch.sin(4 * X[:, 0]) + 0.1 * torch.randn(6000, generator=g, dtype=torch.float64)
+    assert too_large(6000, 2, rbf=False)
+    pick = kernel_for(METHODS["exact"], X, y, {"max_iter": 5, "seed": 0}, budget=1.0)
+    assert "rq-ard" not in pick.choice.scores and len(pick.choice.scores) == 4
+    assert "rq-ard not a candidate" in pick.choice.note
+    small = kernel_for(METHODS["exact"], X[:300], y[:300], {"max_iter": 5, "seed": 0},
+                       budget=1.0)
+    assert "rq-ard" in small.choice.scores
+
+
+def test_the_lanczos_cache_says_its_variances_are_too_wide():
+    from gpscale.models import ConjugateGradients, ExactGP
+
+    g = torch.Generator().manual_seed(1)
+    X = torch.randn(200, 2, generator=g, dtype=torch.float64)
+    y = torch.sin(X[:, 0]) + 0.05 * torch.randn(200, generator=g, dtype=torch.float64)
+    model = ExactGP(make_kernel("rq-ard", 2), X, y, noise=0.01,
+                    solver=ConjugateGradients(block_dtype="float64"))
+    model.solve()
+    assert "Lanczos cache" in model.solver.title and "too wide" in model.solver.title
+    dense = ExactGP(make_kernel("rq-ard", 2), X, y, noise=0.01)
+    Xs = torch.randn(50, 2, generator=g, dtype=torch.float64)
+    assert (model.predict(Xs).var >= dense.predict(Xs).var - 1e-8).all()  # never narrower

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -196,6 +196,16 @@ def _loo_terms(model: ExactGP) -> np.ndarray:
     return nlpd_terms(model.y.cpu().numpy(), mean.cpu().numpy(), var.cpu().numpy())
 
 
+def _iterative(method: Method, options: dict[str, Any], X: torch.Tensor) -> bool:
+    """Whether the exact method's fit will take its iterative path (CG) on these rows,
+    whatever family is chosen (the solver switch of the slower, non-RBF contraction)."""
+    if method.fit_fn is not fit_exact:
+        return False
+    solver = options.get("solver", "auto")
+    return solver == "cg" or solver == "auto" and too_large(
+        int(X.shape[0]), int(X.shape[1]), X.dtype, rbf=False)
+
+
 def sample_size(budget: float | None, candidates: int = len(CANDIDATES)) -> int:
     """Rows of the candidates' sample: :data:`SAMPLE_ROWS`, fewer (in hundreds, at least
     100) where their fits by the exact GP's cost model would take more than
@@ -239,6 +249,10 @@ def kernel_for(method: Method, X: torch.Tensor, y: torch.Tensor, options: dict[s
         return KernelPick(make_kernel(DEFAULT_KERNEL, d), DEFAULT_KERNEL)
     rows = sample_size(budget)
     seed = options.get("seed")
+    candidates = CANDIDATES
+    if _iterative(method, options, X):  # pathwise variances need a spectral density
+        candidates = tuple(c for c in CANDIDATES
+                           if make_kernel(c, d).spectral_density() is not None)
     if method.fit_fn is fit_exact:  # the candidates are fits of this very method
         fit_options = {k: v for k, v in options.items()
                        if k not in _CG_OPTIONS + ("seed", "time_limit")}
@@ -252,7 +266,13 @@ def kernel_for(method: Method, X: torch.Tensor, y: torch.Tensor, options: dict[s
     if deadline is not None:
         within = deadline if own else deadline.sooner(2 * BUDGET_SHARE * deadline.left())
     choice, fits = choose_kernel(X, y, rows=rows, seed=0 if seed is None else seed,
-                                 deadline=within, **fit_options)
+                                 deadline=within, candidates=candidates, **fit_options)
+    if candidates != CANDIDATES:
+        left = ", ".join(c for c in CANDIDATES if c not in candidates)
+        choice = replace(choice, note="; ".join(filter(None, [
+            choice.note, f"{left} not a candidate: on the exact GP's iterative path its "
+            "variances would come from the Lanczos cache, too wide where the noise is "
+            "small (benchmarks/results/design-measurements.md)"])))
     picked = fits.get(choice.kernel)
     if own:  # the method's own fit is by Cholesky only where its solver is
         solver = options.get("solver", "auto")

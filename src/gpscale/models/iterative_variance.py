@@ -220,6 +220,13 @@ class LanczosVariance:
     def W(self) -> torch.Tensor:
         return self.R
 
+    def note(self) -> str:
+        """One line saying how good the variances are: a projection on the Krylov space,
+        so never below the exact ones, and too wide where C⁻¹ needs a larger rank."""
+        return (f"predictive variances: Lanczos cache of rank {self.p * self.s}, at least "
+                "the exact ones and too wide where the noise is small (standard deviations "
+                "2-3x the exact ones measured on kin40k, σ² ≈ 0.002-0.005)")
+
     def variance(self, X_new: torch.Tensor, KW: torch.Tensor, prior_diag: torch.Tensor
                  ) -> torch.Tensor:
         """k** − ‖Rᵀk*‖² from KW = K(X*, X) R, clamped at 0."""
