@@ -29,7 +29,9 @@ __all__ = ["DATE_FEATURES", "PERIODS", "date_features", "days", "periodic",
 
 #: the periodic components a date column may add, and their periods in days
 PERIODS = {"yearly": 365.25, "weekly": 7.0}
-#: the values of ``date_features=``: ``days`` alone (the default) is the time only
+#: the values of ``date_features=``: ``days`` alone (the default) is the time only; the
+#: yearly pair helped on seasonal data at random dates, not on a forecast or txhousing
+#: (benchmarks/results/date-features/report.md)
 DATE_FEATURES = ("days", *PERIODS)
 #: an ISO 8601 date or date-time (what Arrow's timestamp cast parses)
 ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?"
