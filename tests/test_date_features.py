@@ -58,6 +58,12 @@ def test_encoded_columns_match_a_hand_made_reference(tmp_path):
                                       "d (weekly sin)", "d (weekly cos)", "d (missing)"]
         assert src.encoding.raw_columns() == [5]  # the sin/cos pairs are standardised
         np.testing.assert_allclose(src.to_arrays()[0], want, rtol=1e-14, atol=1e-14)
+    # datetime64 values, in pandas and as a Parquet timestamp column
+    stamps = df.assign(d=pd.to_datetime(df["d"], format="ISO8601"))
+    stamps.to_parquet(tmp_path / "t.parquet")
+    for data in (stamps, str(tmp_path / "t.parquet")):
+        X = open_source(data, target="y", date_features="yearly,weekly").to_arrays()[0]
+        np.testing.assert_allclose(X, want, rtol=1e-14, atol=1e-14)
     line = src.encoding.lines()[0]
     assert line.startswith("'d': date, days since 2020-01-01, yearly sin/cos, weekly sin/cos;")
 
