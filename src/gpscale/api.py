@@ -30,7 +30,8 @@ __all__ = ["fit", "load", "choose", "Choice", "Predictor", "register_method", "g
 def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = AUTO_KERNEL,
         standardize: bool = True, *, target: str | None = None,
         columns: list[str] | None = None, exclude: list[str] = (),
-        categorical: list[str] = (), scheduler: Any = None,
+        categorical: list[str] = (), date_features: str | list[str] = "days",
+        scheduler: Any = None,
         workers: int | None = None, budget: float | None = None,
         **options: Any) -> Predictor:
     """Fit a GP to raw data and return a :class:`Predictor`.
@@ -39,8 +40,9 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = AUT
     pandas, tensors); or ``X`` alone as a source of rows with ``target=`` naming the
     target column: a path, glob, directory or list of CSV / Parquet files, a pandas or
     dask DataFrame, a :class:`gpscale.io.Source` (see :func:`gpscale.io.open_source`,
-    which also takes ``columns`` (the inputs), ``exclude`` and ``categorical``: a
-    table's text, category and date columns and missing values are encoded there;
+    which also takes ``columns`` (the inputs), ``exclude``, ``categorical`` and
+    ``date_features``: a table's text, category and date columns and missing values are
+    encoded there;
     :func:`gpscale.io.open_strings` makes the inputs from a SMILES or sequence column,
     and the predictor then takes those strings).
 
@@ -73,7 +75,8 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = AUT
                   workers=workers)
     with connect(*early) as client:
         data = training_data(X, y, target, columns=columns, exclude=exclude,
-                             categorical=categorical, client=client)
+                             categorical=categorical, date_features=date_features,
+                             client=client)
         k, kernel_name = resolve_kernel(kernel, data.num_features, data.inputs)
         plan = make_plan(data, method, k, options=options, budget=budget,
                          scheduler=scheduler, workers=workers,

@@ -157,6 +157,10 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
                      help="columns to leave out (e.g. an id)")
     fit.add_argument("--categorical", type=names, default=[], metavar="A,B,...",
                      help="integer-coded columns to read as categories (text columns are)")
+    fit.add_argument("--date-features", default="days", metavar="days|yearly|weekly,...",
+                     help="a date column's inputs: its days since the first date (days, the "
+                     "default), plus sin/cos of its day of the year (yearly) and weekday "
+                     "(weekly), e.g. --date-features yearly,weekly")
     fit.add_argument("--smiles", metavar="COLUMN", default=None,
                      help="the inputs are Morgan count fingerprints of this column's SMILES "
                      "(reaction SMILES A.B>>C: reactant and product counts side by side); "
@@ -349,7 +353,7 @@ def _fit_on(args: argparse.Namespace, client: Any) -> api.Predictor:
     source, kernel = training_source(args.data, args.target, args.kernel, smiles=args.smiles,
                                      sequence=args.sequence, columns=args.columns,
                                      exclude=args.exclude, categorical=args.categorical,
-                                     client=client)
+                                     date_features=args.date_features, client=client)
     data = training_data(source)
     k, kernel_name = api.resolve_kernel(kernel, data.num_features, data.inputs)
     plan = fit_plan(args, data, k, kernel_auto=kernel_name == "auto")

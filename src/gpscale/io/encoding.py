@@ -13,7 +13,9 @@ Every input column has a kind, told from its type before any row is read
   "(missing)"). A level never seen in training gets all zeros (the prior of an unknown
   level) and a warning;
 - ``date``: Arrow date / timestamp types, pandas ``datetime64`` and strings that parse as
-  ISO dates: days since the first training date, then as a number.
+  ISO dates: days since the first training date, then as a number, followed by the sin /
+  cos pairs of the periodic components asked for (``date_features=``, :mod:`.dates`);
+  a missing date is the training mean date in all of them.
 
 The levels, means and first date are learned by one pass over the rows
 (:mod:`gpscale.io.survey`); a :class:`TableEncoding` holds them, is saved with the model
@@ -22,7 +24,6 @@ The levels, means and first date are learned by one pass over the rows
 
 from __future__ import annotations
 
-import re
 import warnings
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -33,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .batch import Batch, Columns, Origin, check_finite, float_column, numeric_type
+from .dates import ISO_DATE, days, periodic, periodic_names
 
 __all__ = ["ColumnCode", "TableEncoding", "column_kind", "KINDS", "MISSING_LEVEL",
            "UnseenLevelWarning"]
@@ -41,15 +43,11 @@ KINDS = ("number", "category", "date")
 #: the level that older model files (without an encoding ``version``) listed last for a
 #: categorical column's missing values
 MISSING_LEVEL = "(missing)"
-#: the saved encoding's version: 2 keeps a category's missing level out of its levels
-VERSION = 2
-#: an ISO 8601 date or date-time (what Arrow's timestamp cast parses)
-_ISO_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}([T ]\d{2}:\d{2}(:\d{2}(\.\d+)?)?"
-                       r"(Z|[+-]\d{2}:?\d{2})?)?$")
+#: the saved encoding's version: 2 keeps a category's missing level out of its levels,
+#: 3 adds a date column's periodic components
+VERSION = 3
 #: string values checked before a string column is taken for dates
 DATE_SAMPLE = 64
-_DAY_UNITS = {"s": 86_400, "ms": 86_400_000, "us": 86_400_000_000,
-              "ns": 86_400_000_000_000}
 
 
 class UnseenLevelWarning(UserWarning):
@@ -74,7 +72,7 @@ def column_kind(name: str, t: pa.DataType, sample: Sequence[Any] = (),
         return "date"
     if pa.types.is_string(t) or pa.types.is_large_string(t):
         values = [v for v in sample if v is not None][:DATE_SAMPLE]
-        if values and all(isinstance(v, str) and _ISO_DATE.match(v.strip()) for v in values):
+        if values and all(isinstance(v, str) and ISO_DATE.match(v.strip()) for v in values):
             return "date"
         return "category"
     raise ValueError(f"column {name!r} has type {t}, which gpscale cannot use as an input "
@@ -86,9 +84,10 @@ def column_kind(name: str, t: pa.DataType, sample: Sequence[Any] = (),
 class ColumnCode:
     """One input column: its ``kind``; a number or date column's training ``mean`` (for
     dates in days since ``origin``) and whether it had ``missing`` values (then an
-    indicator column follows it: for a category, the missing level's one-hot column after
-    those of its ``levels``, sorted); a date column's ``origin``, the first training date
-    in days since 1970-01-01."""
+    indicator column ends its block: for a category, the missing level's one-hot column
+    after those of its ``levels``, sorted); a date column's ``origin``, the first training
+    date in days since 1970-01-01, and its ``periodic`` components (names of
+    :data:`~gpscale.io.dates.PERIODS`: a sin and a cos column each, after the days)."""
 
     name: str
     kind: str
@@ -96,28 +95,32 @@ class ColumnCode:
     missing: bool = False
     levels: tuple[str, ...] = ()
     origin: float = 0.0
+    periodic: tuple[str, ...] = ()
 
     @property
     def width(self) -> int:
-        return (len(self.levels) if self.kind == "category" else 1) + int(self.missing)
+        return len(self.names)
 
     @property
     def names(self) -> list[str]:
         given = ([f"{self.name}={level}" for level in self.levels]
-                 if self.kind == "category" else [self.name])
+                 if self.kind == "category" else
+                 [self.name, *periodic_names(self.name, self.periodic)])
         return given + ([f"{self.name} (missing)"] if self.missing else [])
 
     @property
     def raw(self) -> list[int]:
         """Offsets of this column's 0/1 columns (left unstandardised)."""
-        return list(range(self.width)) if self.kind == "category" else [1] * self.missing
+        return (list(range(self.width)) if self.kind == "category"
+                else [self.width - 1] * self.missing)
 
     def describe(self) -> str:
         if self.kind == "category":
             return (f"{self.name!r}: category, {len(self.levels)} levels one-hot"
                     + (f" and missing values a level of their own, "
                        f"{self.name + ' (missing)'!r}" if self.missing else ""))
-        what = (f"date, days since {_day_text(self.origin)}" if self.kind == "date"
+        cycles = "".join(f", {p} sin/cos" for p in self.periodic)
+        what = (f"date, days since {_day_text(self.origin)}{cycles}" if self.kind == "date"
                 else "number")
         fill = (f"; missing values filled with the training mean {self.mean:.6g} and "
                 f"marked in {self.name + ' (missing)'!r}" if self.missing else "")
@@ -231,9 +234,9 @@ class TableEncoding:
                               f"which it had none of in training: filled with the training "
                               f"mean {code.mean:.6g}", UnseenLevelWarning, stacklevel=4)
             v = np.where(gap, code.mean, v)
-        if not code.missing:
-            return v[:, None]
-        return np.stack([v, gap.astype(np.float64)], axis=1)
+        blocks = [v[:, None], periodic(v + code.origin, code.periodic)]
+        return np.concatenate(blocks + [gap[:, None].astype(np.float64)] * code.missing,
+                              axis=1)
 
     def _one_hot(self, code: ColumnCode, col: Any) -> np.ndarray:
         strings = as_strings(col)
@@ -259,11 +262,16 @@ class TableEncoding:
     # -- saving ---------------------------------------------------------------------
     def state(self) -> dict[str, Any]:
         return {"kind": "table", "dropped": self.dropped, "version": VERSION,
-                "codes": [{**asdict(c), "levels": list(c.levels)} for c in self.codes]}
+                "codes": [{**asdict(c), "levels": list(c.levels),
+                           "periodic": list(c.periodic)} for c in self.codes]}
 
     @classmethod
     def from_state(cls, state: dict[str, Any]) -> TableEncoding:
-        codes = tuple(ColumnCode(**{**c, "levels": tuple(c["levels"])})
+        if state.get("version", 1) > VERSION:
+            raise ValueError(f"the model's table encoding is version {state['version']}; "
+                             f"this gpscale reads versions 1 to {VERSION}: upgrade gpscale")
+        codes = tuple(ColumnCode(**{**c, "levels": tuple(c["levels"]),
+                                    "periodic": tuple(c.get("periodic", ()))})
                       for c in state["codes"])
         if state.get("version", 1) < 2:  # the missing level was listed among the levels
             codes = tuple(replace(c, levels=c.levels[:-1], missing=True)
@@ -297,40 +305,3 @@ def as_strings(col: Any) -> pa.Array:
     if col.type != pa.string():
         col = pc.cast(col, pa.string())
     return col
-
-
-def _parses(text: str) -> bool:
-    try:
-        pc.cast(pa.array([text]), pa.timestamp("ns"))
-    except pa.ArrowInvalid:
-        return False
-    return True
-
-
-def days(col: Any, name: str, origin: Origin) -> np.ndarray:
-    """A date column as float days since 1970-01-01 (NaN where missing); strings are
-    parsed as ISO dates, and one that does not parse is a ValueError naming it."""
-    col = _flat(col)
-    if pa.types.is_dictionary(col.type):
-        col = col.dictionary_decode()
-    if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
-        col = pc.utf8_trim_whitespace(col)
-        try:
-            col = pc.cast(col, pa.timestamp("ns"))
-        except pa.ArrowInvalid:
-            bad = next(i for i, s in enumerate(col.to_pylist())
-                       if s is not None and not _parses(s))
-            raise ValueError(f"column {name!r} holds dates, but {col[bad].as_py()!r} "
-                             f"{origin.at([bad])[0]} of {origin.name} is not an ISO date "
-                             f"(YYYY-MM-DD[ HH:MM:SS]): fix that value, or leave the column "
-                             f"out with --exclude {name}") from None
-    t = col.type
-    if pa.types.is_date32(t):
-        per_day, ints = 1, pc.cast(col, pa.int32())
-    elif pa.types.is_date64(t):
-        per_day, ints = _DAY_UNITS["ms"], pc.cast(col, pa.int64())
-    elif pa.types.is_timestamp(t):
-        per_day, ints = _DAY_UNITS[t.unit], pc.cast(col, pa.int64())
-    else:
-        return float_column(col)
-    return float_column(ints) / per_day

@@ -79,26 +79,30 @@ class TrainingData:
 
 def training_data(X: Any, y: Any = None, target: str | None = None, *,
                   columns: Sequence[str] | None = None, exclude: Sequence[str] = (),
-                  categorical: Sequence[str] = (), client: Any = None) -> TrainingData:
+                  categorical: Sequence[str] = (), date_features: Any = "days",
+                  client: Any = None) -> TrainingData:
     """The rows of ``X`` and ``y`` (arrays, tensors, pandas objects in memory), or of
     ``X`` alone (a :class:`Source`, paths, a data frame, a dask collection) with
-    ``target`` naming its target column and ``columns``, ``exclude``, ``categorical``
-    choosing and reading its inputs (:func:`gpscale.io.open_source`; its survey pass on
-    ``client``'s workers when given)."""
-    named = columns is not None or bool(exclude) or bool(categorical)
+    ``target`` naming its target column and ``columns``, ``exclude``, ``categorical``,
+    ``date_features`` choosing and reading its inputs (:func:`gpscale.io.open_source`;
+    its survey pass on ``client``'s workers when given)."""
+    named = (columns is not None or bool(exclude) or bool(categorical)
+             or date_features != "days")
     if isinstance(X, Source):
         if y is not None or target is not None or named:
             raise ValueError("a Source carries its own target and columns: pass it alone "
-                             "(no y, target=, columns=, exclude=, categorical=)")
+                             "(no y, target=, columns=, exclude=, categorical=, "
+                             "date_features=)")
         return TrainingData(X, None, X.feature_names, X.target_name)
     if y is None:
         source = open_source(X, target=target, columns=columns, exclude=exclude,
-                             categorical=categorical, client=client)
+                             categorical=categorical, date_features=date_features,
+                             client=client)
         return TrainingData(source, None, source.feature_names, source.target_name)
     if target is not None or named:
-        raise ValueError("target=, columns=, exclude= and categorical= name columns of a "
-                         "file or data frame given as X alone; with X and y in memory leave "
-                         "them out")
+        raise ValueError("target=, columns=, exclude=, categorical= and date_features= "
+                         "are for a file or data frame given as X alone; with X and y in "
+                         "memory leave them out")
     return TrainingData(None, (writable(X), writable(y)), column_names(X), _series_name(y))
 
 

@@ -223,7 +223,7 @@ def training_source(data: Any, target: str, kernel: str | None = None,
                     smiles: str | None = None, sequence: str | None = None,
                     keep: Sequence[str] = (), columns: Sequence[str] | None = None,
                     exclude: Sequence[str] = (), categorical: Sequence[str] = (),
-                    client: Any = None) -> tuple[Source, str]:
+                    date_features: Any = "days", client: Any = None) -> tuple[Source, str]:
     """The training rows and the kernel name for ``gpscale fit``: every column but the
     target and ``exclude`` (or ``columns``), encoded as a table needs
     (:mod:`gpscale.io.encoding`; kernel default ``auto``: chosen from the data), or the
@@ -233,10 +233,12 @@ def training_source(data: Any, target: str, kernel: str | None = None,
         raise ValueError("give one string column: --smiles or --sequence, not both")
     if smiles is None and sequence is None:
         return open_source(data, target=target, columns=columns, exclude=exclude, keep=keep,
-                           categorical=categorical, client=client), kernel or "auto"
-    if columns is not None or exclude or categorical:
-        raise ValueError("--columns, --exclude and --categorical choose a table's input "
-                         "columns; with --smiles / --sequence the inputs are that column's")
+                           categorical=categorical, date_features=date_features,
+                           client=client), kernel or "auto"
+    if columns is not None or exclude or categorical or date_features != "days":
+        raise ValueError("--columns, --exclude, --categorical and --date-features choose "
+                         "a table's input columns; with --smiles / --sequence the inputs "
+                         "are that column's")
     kind, column = ("smiles", smiles) if smiles is not None else ("sequence", sequence)
     kernel = kernel or DEFAULT_KERNELS[kind]
     return open_strings(data, column, kind, target=target, kernel=kernel, keep=keep), kernel

@@ -24,6 +24,7 @@ from ..sizes import CHUNK_BYTES
 from .batch import Batch, Columns, Origin, Partition, check_finite
 from .csvfile import CsvPartition, read_header
 from .daskdata import array_partitions, count_rows, frame_partitions, is_dask
+from .dates import date_features as date_features_of
 from .encoding import TableEncoding
 from .memory import ArrayPartition, FramePartition, as_float_array, check_frame_types
 from .parquetfile import ParquetPartition, check_types, first_values, read_info
@@ -148,8 +149,9 @@ class Source:
 # -- opening --------------------------------------------------------------------------------
 def open_source(data: Any, target: str | None = None, columns: Sequence[str] | None = None,
                 exclude: Sequence[str] = (), keep: Sequence[str] = (), *,
-                categorical: Sequence[str] = (), encoding: TableEncoding | None = None,
-                partition_rows: int | None = None, client: Any = None) -> Source:
+                categorical: Sequence[str] = (), date_features: str | Sequence[str] = "days",
+                encoding: TableEncoding | None = None, partition_rows: int | None = None,
+                client: Any = None) -> Source:
     """A :class:`Source` over ``data``:
 
     - a path, glob, directory (its ``.csv``/``.csv.gz``/``.parquet``/``.pq`` files, not
@@ -162,13 +164,20 @@ def open_source(data: Any, target: str | None = None, columns: Sequence[str] | N
 
     ``keep`` names columns (of files and data frames) carried along unconverted.
     ``categorical`` names integer-coded input columns to read as categories (text,
-    pandas ``category`` and Arrow dictionary columns are). ``encoding``: a trained
+    pandas ``category`` and Arrow dictionary columns are). ``date_features``: ``"days"``
+    (the default: a date column is its time in days), or ``"yearly"``, ``"weekly"`` or
+    both (e.g. ``"yearly,weekly"``): every date column adds their sin / cos columns too
+    (:mod:`gpscale.io.dates`). ``encoding``: a trained
     model's (:class:`~gpscale.io.encoding.TableEncoding`), to read prediction inputs the
     way it read its training rows. ``client``: a ``distributed.Client`` whose workers
     run the survey pass of files and dask data frames (:mod:`gpscale.io.survey`; a
     pandas frame in memory is surveyed here, where it is).
     """
-    spec = (target, columns, exclude, keep, categorical, encoding)
+    cycles = date_features_of(date_features)
+    if cycles and (encoding is not None or target is None):
+        raise ValueError("date_features= is for training rows (with target=); a trained "
+                         "model's encoding already says how its date columns are read")
+    spec = (target, columns, exclude, keep, categorical, cycles, encoding)
     if _is_paths(data):
         return _files(find_files(data), *spec, client)
     if is_dask(data) and hasattr(data, "columns"):
@@ -247,7 +256,7 @@ def _select(available: list[str], where: str, target: str | None,
     return Columns(tuple(inputs), target, tuple(lists.get("keep", ())))
 
 
-def _files(files: list[str], target, features, exclude, keep, categorical,
+def _files(files: list[str], target, features, exclude, keep, categorical, cycles,
            encoding, client) -> Source:
     headers: list[Any] = []
     for f in files:
@@ -299,14 +308,14 @@ def _files(files: list[str], target, features, exclude, keep, categorical,
         info = [h if file_format(f) == "csv" else replace(h, sample=first_values(f, cols.features))
                 for f, h in zip(files[:1], headers[:1])]
         cols, kept, n = learn_columns(cols, file_kinds(info, cols, names), build, desc,
-                                      client)
+                                      client, cycles)
         source = Source(build(cols, kept), cols, desc, list(cols.features), target)
         source._n = n
         return source
     return Source(build(cols), cols, desc, list(cols.features), target)
 
 
-def _frame(df: Any, target, features, exclude, keep, categorical, encoding,
+def _frame(df: Any, target, features, exclude, keep, categorical, cycles, encoding,
            partition_rows) -> Source:
     cols = _select(_names(df.columns, "DataFrame"), "the DataFrame", target, features,
                    exclude, keep)
@@ -326,13 +335,13 @@ def _frame(df: Any, target, features, exclude, keep, categorical, encoding,
     elif target is not None and cols.features:
         names = check_categorical(categorical, cols, "the DataFrame")
         kinds = frame_kinds(frame.dtypes, lambda c: _head(frame[c]), cols, names)
-        cols, _, n = learn_columns(cols, kinds, build, "the DataFrame")
+        cols, _, n = learn_columns(cols, kinds, build, "the DataFrame", cycles=cycles)
         if n < len(frame):  # rows whose target is missing are left out (and counted)
             frame = frame[frame[target].notna().to_numpy()]
     return Source(build(cols), cols, "the DataFrame", list(cols.features), target)
 
 
-def _dask_frame(ddf: Any, target, features, exclude, keep, categorical, encoding,
+def _dask_frame(ddf: Any, target, features, exclude, keep, categorical, cycles, encoding,
                 client) -> Source:
     where = "the dask DataFrame"
     cols = _select(_names(ddf.columns, "dask DataFrame"), where, target, features, exclude,
@@ -344,7 +353,7 @@ def _dask_frame(ddf: Any, target, features, exclude, keep, categorical, encoding
         head = ddf[list(cols.features)].partitions[0].compute()
         kinds = frame_kinds(ddf.dtypes, lambda c: _head(head[c]), cols, names)
         cols, _, n = learn_columns(cols, kinds, lambda c: frame_partitions(ddf, c), where,
-                                   client)
+                                   client, cycles)
         if cols.encoding is not None and cols.encoding.dropped:
             ddf = ddf[ddf[target].notna()]
     return Source(frame_partitions(ddf, cols), cols, where, list(cols.features), target)

@@ -14,14 +14,15 @@ from __future__ import annotations
 import warnings
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from ..parallel.cluster import map_partitions
 from .batch import float_column
-from .encoding import ColumnCode, TableEncoding, as_strings, days
+from .dates import days
+from .encoding import ColumnCode, TableEncoding, as_strings
 
 __all__ = ["ColumnStats", "TableStats", "partition_survey", "survey", "learn_encoding",
            "MAX_LEVELS", "ID_SHARE", "MissingTargetWarning"]
@@ -136,8 +137,8 @@ def learn_encoding(kinds: TableEncoding, stats: TableStats, where: str) -> Table
             codes.append(c)
             continue
         origin = s.low if c.kind == "date" else 0.0
-        codes.append(ColumnCode(c.name, c.kind, mean=s.total / s.valid - origin,
-                                missing=s.missing > 0, origin=origin))
+        codes.append(replace(c, mean=s.total / s.valid - origin, missing=s.missing > 0,
+                             origin=origin))
     bad = empty + [i.split(" (")[0].strip("'") for i in ids]
     if bad:
         why = ([f"no values (every row missing): {empty}"] if empty else []) + (

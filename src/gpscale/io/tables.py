@@ -63,9 +63,19 @@ def frame_kinds(dtypes: Any, sample: Callable[[str], list], cols: Columns,
 
 
 def learn_columns(cols: Columns, kinds: TableEncoding, build: Callable[[Columns], list],
-                  where: str, client: Any = None) -> tuple[Columns, list[int], int]:
+                  where: str, client: Any = None, cycles: Sequence[str] = ()
+                  ) -> tuple[Columns, list[int], int]:
     """The columns with their learned encoding (None when the inputs are plain numbers),
-    the rows each partition keeps (its rows whose target is there) and their total."""
+    the rows each partition keeps (its rows whose target is there) and their total;
+    ``cycles``: the periodic components of every date column (:mod:`gpscale.io.dates`),
+    a ValueError when there is none."""
+    if cycles:
+        if not any(c.kind == "date" for c in kinds.codes):
+            raise ValueError(f"date_features: {list(cycles)} asked for, but no input column "
+                             f"of {where} holds dates (ISO text, date or timestamp values); "
+                             f"the inputs are {list(cols.features)}")
+        kinds = replace(kinds, codes=tuple(replace(c, periodic=tuple(cycles))
+                                           if c.kind == "date" else c for c in kinds.codes))
     parts: list[Partition] = build(replace(cols, encoding=kinds))
     per = survey(parts, kinds, cols.target, client)
     merged = per[0]
