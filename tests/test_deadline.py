@@ -15,7 +15,7 @@ import gpscale.train.deadline as deadline_module
 from gpscale.kernels import RBF, Scale
 from gpscale.linalg.cg import cg
 from gpscale.methods import METHODS
-from gpscale.methods.auto import DEFAULT_BUDGET
+from gpscale.methods.auto import DEFAULT_BUDGET, EXACT_SECONDS, Choice, time_allowance
 from gpscale.methods.exact import fit_exact
 from gpscale.methods.kernel_choice import CANDIDATES, choose_kernel
 from gpscale.models import ConjugateGradients, ExactGP
@@ -208,13 +208,20 @@ def test_the_kernel_choice_shares_its_deadline(clock):
 
 
 def test_auto_gives_the_method_its_budget():
-    """auto's plan carries the budget (or its default) to a method with a time_limit;
-    a named method gets none unless given one."""
+    """auto's plan carries the budget (or its default) to a method with a time_limit,
+    at most twice the estimate it printed and never under a minute; a named method gets
+    none unless given one."""
     X, y = _data(n=300, seed=6)
     data = gpscale.io.training_data(X.numpy(), y.numpy())
     kernel = gpscale.kernels.make_kernel("rbf-ard", 3)
-    assert make_plan(data, "auto", kernel).time_limit == DEFAULT_BUDGET
+    small = make_plan(data, "auto", kernel)
+    assert small.choice.seconds < 1 and small.time_limit == EXACT_SECONDS
     assert make_plan(data, "auto", kernel, budget=30.0).time_limit == 30.0
+    large = Choice("exact", {}, "", seconds=400.0)
+    assert time_allowance(large, None) == 800.0
+    assert time_allowance(Choice("exact", {}, "", seconds=600.0), None) == DEFAULT_BUDGET
+    assert time_allowance(large, 500.0) == 500.0
+    assert time_allowance(Choice("cholqr-vfe", {"m": 8}, ""), None) == DEFAULT_BUDGET
     assert make_plan(data, "exact", kernel).time_limit is None
     named = make_plan(data, "exact", kernel, options={"time_limit": 12.0})
     assert named.time_limit == 12.0
@@ -223,14 +230,14 @@ def test_auto_gives_the_method_its_budget():
 
 def test_a_time_limit_reaches_the_exact_fit_through_the_api(monkeypatch):
     """A named method gets the time_limit it was given (none otherwise); under auto the
-    exact fit gets what the kernel's choice left of auto's default budget."""
+    exact fit gets what the kernel's choice left of auto's allowance."""
     seen = _time_limits_seen(monkeypatch, "exact")
     X, y = _data(n=80, seed=7)
     gpscale.fit(X.numpy(), y.numpy(), method="exact", kernel="rbf-ard", time_limit=50.0)
     gpscale.fit(X.numpy(), y.numpy(), method="exact", kernel="rbf-ard")
     gpscale.fit(X.numpy(), y.numpy(), method="auto", kernel="rbf-ard")
     assert 0 < seen[0] <= 50.0 and seen[1] is None
-    assert DEFAULT_BUDGET - 60 < seen[2] <= DEFAULT_BUDGET
+    assert 0 < seen[2] <= EXACT_SECONDS
 
 
 def _rq_case(n=1000):
@@ -292,7 +299,8 @@ def test_auto_gives_sgpr_its_budget():
     X, y = _data(n=300, seed=10)
     data = gpscale.io.training_data(X.numpy(), y.numpy())
     plan = make_plan(data, "auto", gpscale.kernels.make_kernel("rbf-ard", 3))
-    assert "time_limit" in METHODS["sgpr"].options and plan.time_limit == DEFAULT_BUDGET
+    assert "time_limit" in METHODS["sgpr"].options
+    assert plan.time_limit == time_allowance(plan.choice, None)
 
 
 def test_rff_keeps_its_allowance(clock):

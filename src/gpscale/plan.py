@@ -22,7 +22,7 @@ from typing import Any
 from .io import Source, TrainingData
 from .kernels import Kernel
 from .methods import METHODS, Method
-from .methods.auto import DEFAULT_BUDGET, Choice, choose_method
+from .methods.auto import Choice, choose_method, time_allowance
 from .methods.options import parse_option, placement_options
 from .validation import as_dtype, check_device
 
@@ -55,14 +55,14 @@ class Plan:
     @property
     def time_limit(self) -> float | None:
         """Seconds the fit is to end within, for a method that keeps a time allowance
-        (a ``time_limit`` option): the one given as that option, else ``auto``'s budget
-        or its default :data:`~gpscale.methods.auto.DEFAULT_BUDGET`; None for a named
-        method given none."""
+        (a ``time_limit`` option): the one given as that option, else what ``auto``
+        allows its pick (:func:`~gpscale.methods.auto.time_allowance`: the budget, at
+        most twice the estimate it printed); None for a named method given none."""
         if self.options.get("time_limit") is not None:
             return float(self.options["time_limit"])
         if self.choice is None:
             return None
-        return self.budget if self.budget is not None else DEFAULT_BUDGET
+        return time_allowance(self.choice, self.budget)
 
     @property
     def reads(self) -> str:

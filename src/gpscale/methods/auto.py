@@ -79,7 +79,7 @@ from .cost import (
 )
 from .kernel_choice import CANDIDATES, sample_size
 
-__all__ = ["Choice", "choose_method", "DEFAULT_BUDGET"]
+__all__ = ["Choice", "choose_method", "DEFAULT_BUDGET", "time_allowance"]
 
 #: the exact GP is picked when its fit is estimated to take at most this long (seconds)
 #: and no budget is given: a choice (a minute), not a measurement
@@ -88,8 +88,9 @@ EXACT_SECONDS = 60.0
 #: puts the fit within this long and no budget is given (a choice: a quarter of an hour)
 ITERATIVE_SECONDS = 900.0
 #: without a budget, a method that keeps a time allowance (a ``time_limit`` option) gets
-#: this one under ``auto``: the estimate auto printed is kept
-DEFAULT_BUDGET = ITERATIVE_SECONDS
+#: this one under ``auto``; and never more than PROMISE times the estimate auto printed
+#: (at least EXACT_SECONDS: below a minute the cost models leave out fixed costs)
+DEFAULT_BUDGET, PROMISE = ITERATIVE_SECONDS, 2.0
 #: the range of rff's number of features a budget may set
 MIN_FEATURES, MAX_FEATURES = 128, 4096
 #: inducing points of cholqr-vfe when auto picks it (a choice, not a measurement)
@@ -115,6 +116,16 @@ class Choice:
     def __str__(self) -> str:
         opts = ", ".join(f"{k}={v}" for k, v in self.options.items())
         return f"{self.method}{f' ({opts})' if opts else ''}: {self.reason}"
+
+
+def time_allowance(choice: Choice, budget: float | None) -> float:
+    """Seconds a fit ``auto`` picked is to end within: the budget (default
+    :data:`DEFAULT_BUDGET`), and at most :data:`PROMISE` times the estimate it printed
+    (never below :data:`EXACT_SECONDS`)."""
+    limit = DEFAULT_BUDGET if budget is None else float(budget)
+    if choice.seconds is None:
+        return limit
+    return min(limit, max(PROMISE * choice.seconds, EXACT_SECONDS))
 
 
 def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
