@@ -3,7 +3,8 @@
 Per set, ``gpscale.fit(X, y, method="auto", seed=0)`` as a user runs it (the kernel
 chosen from the data; ``--budget`` seconds, else auto's default), timed as the whole
 call. Recorded: what auto picked and the fit time it printed (``Choice.seconds``), the
-time allowance it kept (the budget), the fit's wall time, their ratios, the stages from
+budget and the time allowance the fit kept (``time_allowance``: the budget, at most
+twice the estimate), the fit's wall time, their ratios, the stages from
 the fit's history (the kernel's choice; θ on the row sample, up to the plan made after
 it: the preconditioner's rank estimated from the sample and the solve's estimate; the
 refinement on every row; the posterior's solve: CG iterations, rank, whether the
@@ -87,7 +88,7 @@ def _stages(pred) -> dict:
 
 def _one(Xtr, ytr, Xte, yte, budget: float | None) -> dict:
     import gpscale
-    from gpscale.methods.auto import DEFAULT_BUDGET
+    from gpscale.methods.auto import DEFAULT_BUDGET, time_allowance
 
     *_, my, sy = _standardise(Xtr, ytr, Xte, yte)
     t0 = time.perf_counter()
@@ -100,9 +101,11 @@ def _one(Xtr, ytr, Xte, yte, budget: float | None) -> dict:
     var = np.maximum((std / sy) ** 2, 1e-12)
     allowance = budget if budget is not None else DEFAULT_BUDGET
     estimate = pred.choice.seconds if pred.choice else None
+    kept = time_allowance(pred.choice, budget) if pred.choice else None
     return {"picked": pred.choice.method if pred.choice else None,
             "options": pred.choice.options if pred.choice else None,
             "kernel": pred.kernel_name, "estimate_s": estimate, "budget_s": allowance,
+            "allowance_s": kept,
             "fit_s": fit_s, "fit_over_budget": fit_s / allowance,
             "estimate_over_fit": None if estimate is None else estimate / fit_s,
             "rmse": float(np.sqrt(np.mean(r * r))),
