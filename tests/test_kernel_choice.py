@@ -178,19 +178,3 @@ def test_the_lanczos_cache_says_its_variances_are_too_wide():
     Xs = torch.randn(50, 2, generator=g, dtype=torch.float64)
     assert (model.predict(Xs).var >= dense.predict(Xs).var - 1e-8).all()  # never narrower
 
-
-def test_the_fit_on_every_row_starts_from_the_chosen_candidates_hyperparameters():
-    from gpscale.methods import METHODS
-    from gpscale.methods.kernel_choice import choose_kernel, kernel_for, sample_size
-
-    g = torch.Generator().manual_seed(2)
-    X = torch.rand(1500, 2, generator=g, dtype=torch.float64)
-    y = torch.sin(4 * X[:, 0]) + 0.1 * torch.randn(1500, generator=g, dtype=torch.float64)
-    pick = kernel_for(METHODS["exact"], X, y, {"max_iter": 15, "seed": 0}, budget=1.0)
-    assert pick.fitted is None  # the fit on every row is still to come ...
-    _, fits = choose_kernel(X, y, rows=sample_size(1.0), seed=0, max_iter=15)
-    chosen = fits[pick.name].model.kernel  # ... from the candidate's θ, not the defaults
-    for mine, theirs in zip(pick.kernel.parameters(), chosen.parameters()):
-        assert torch.equal(mine, theirs)
-    assert not torch.equal(pick.kernel.base.lengthscale,
-                           make_kernel(pick.name, 2).base.lengthscale)

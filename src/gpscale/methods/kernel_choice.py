@@ -20,7 +20,6 @@ against each family's test accuracy on every real set.
 
 from __future__ import annotations
 
-import copy
 import time
 import warnings
 from dataclasses import dataclass, field, replace
@@ -242,9 +241,7 @@ def kernel_for(method: Method, X: torch.Tensor, y: torch.Tensor, options: dict[s
     by :func:`choose_kernel` when ``method`` chooses, else :data:`DEFAULT_KERNEL`. The
     candidates take the method's options where it is the exact GP (its CG options aside),
     else its ``max_iter`` at most; when they are fitted on every row by the exact
-    method's own Cholesky fit, the chosen one is the fit (its warnings raised again);
-    otherwise the method starts from the chosen candidate's hyperparameters (a search
-    near its end: fewer evaluations, and no second start from the all-noise plateau).
+    method's own Cholesky fit, the chosen one is the fit (its warnings raised again).
     ``deadline``: the fit's; the choice stops at :data:`BUDGET_SHARE` x 2 of the time
     left, or at the deadline itself where its candidates are the fit."""
     d = int(X.shape[1])
@@ -287,6 +284,4 @@ def kernel_for(method: Method, X: torch.Tensor, y: torch.Tensor, options: dict[s
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         return KernelPick(picked.model.kernel, choice.kernel, choice,
                           (picked.model, picked.result))
-    start = make_kernel(choice.kernel, d) if picked is None else \
-        copy.deepcopy(picked.model.kernel)  # the sample's θ: the method's search starts there
-    return KernelPick(start, choice.kernel, choice)
+    return KernelPick(make_kernel(choice.kernel, d), choice.kernel, choice)
