@@ -29,7 +29,7 @@ from ..progress import progress_bar, progress_note
 from ..train import FitResult, fit_lbfgs
 from ..train.deadline import Deadline
 from ..train.exact_refine import PROBES, refine_on_rows
-from ..train.lbfgs import OUT_OF_TIME
+from ..train.lbfgs import OUT_OF_TIME, warn_if_out_of_time
 from ..train.starts import fit_from_sqrt_d, sample_rows
 from ..train.warning_types import ConvergenceWarning
 from ..validation import as_dtype, check_int, check_positive
@@ -204,7 +204,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
                                        seed=0 if seed is None else seed,
                                        callback=lambda evaluation, info: bar.update(),
                                        time_limit=planned)  # ... and keeps to them
-            if steps.reason.startswith("time allowance"):
+            if steps.reason.startswith(OUT_OF_TIME):
                 warnings.warn(
                     f"the refinement of θ on every row stopped at its planned "
                     f"{planned:.3g} s after {steps.n_evals} of {refine} gradient "
@@ -264,13 +264,7 @@ def _fit_cholesky(X: torch.Tensor, y: torch.Tensor, copies: Copies | None, kerne
                    restart_iter=check_int("restart_iter", restart_iter, 1),
                    deadline=deadline)
     result = fit_from_sqrt_d(model, lambda: fit_lbfgs(model, objective, **options), init)
-    if result.reason == OUT_OF_TIME:
-        warnings.warn(
-            f"the hyperparameter search on {model.n} rows stopped at the fit's time "
-            f"allowance after {result.n_evals} evaluations, before its stopping rule held; "
-            "θ is the best found so far. A larger budget lets it finish",
-            ConvergenceWarning, stacklevel=4)
-    return model, result
+    return model, warn_if_out_of_time(result, f"the hyperparameter search on {model.n} rows")
 
 
 def _plan_rest(solver: ConjugateGradients, sample: ExactGP, n: int, d: int, rbf: bool,

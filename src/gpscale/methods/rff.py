@@ -4,7 +4,6 @@ L-BFGS from the streamed statistics ΦᵀΦ, Φᵀy."""
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import torch
@@ -17,8 +16,7 @@ from ..models import FeatureGP
 from ..sizes import available_memory
 from ..train import FitResult, fit_lbfgs
 from ..train.deadline import Deadline
-from ..train.lbfgs import OUT_OF_TIME
-from ..train.warning_types import ConvergenceWarning
+from ..train.lbfgs import OUT_OF_TIME, warn_if_out_of_time
 from ..validation import as_dtype, check_int, check_positive
 from .registry import register
 
@@ -99,19 +97,21 @@ def fit_rff(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
     m = _subsample_size(subsample, n)
     if m is None:
         model = signal_variance(full(noise), facts.outputscale)
-        return model, _timed(fit_lbfgs(model, max_iter=max_iter, progress=progress,
-                                       method="rff", deadline=deadline))
+        return model, warn_if_out_of_time(fit_lbfgs(
+            model, max_iter=max_iter, progress=progress, method="rff", deadline=deadline),
+            "rff's search")
     Xs, ys = rows.sample(m, seed)
     small = signal_variance(FeatureGP(feats, Xs, ys, noise=noise, dtype=dtype, device=device),
                             facts.outputscale)
-    first = _timed(fit_lbfgs(small, max_iter=max_iter, progress=progress, method="rff",
-                             deadline=deadline))
+    first = warn_if_out_of_time(fit_lbfgs(small, max_iter=max_iter, progress=progress,
+                                          method="rff", deadline=deadline), "rff's search")
     model = full(float(small.noise.detach()))
     model.weight = small.weight.detach().clone()
     if refine == 0 or first.reason in ("interrupted", OUT_OF_TIME):
         return model, first
-    result = _timed(fit_lbfgs(model, max_iter=refine, progress=progress, method="rff",
-                              ftol=REFINE_FTOL, deadline=deadline))
+    result = warn_if_out_of_time(fit_lbfgs(model, max_iter=refine, progress=progress,
+                                           method="rff", ftol=REFINE_FTOL,
+                                           deadline=deadline), "rff's search")
     result.history = [{**h, "phase": "subsample"} for h in first.history] + [
         {**h, "phase": "all rows"} for h in result.history]
     result.n_evals += first.n_evals
@@ -123,14 +123,6 @@ def fit_rff(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
 #: fraction of it
 REFINE_FTOL = 1e-6
 
-
-def _timed(result: FitResult) -> FitResult:
-    """``result``, with a warning where its search stopped at the time allowance."""
-    if result.reason == OUT_OF_TIME:
-        warnings.warn("rff's search stopped at the fit's time allowance before its "
-                      "stopping rule held; θ is the best found so far. A larger budget "
-                      "lets it finish", ConvergenceWarning, stacklevel=3)
-    return result
 
 
 def _subsample_size(subsample: int | str | None, n: int) -> int | None:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import functools
-import warnings
 from typing import Any
 
 import torch
@@ -35,11 +34,10 @@ from ..kernels import Kernel
 from ..models import SGPR, StreamedSGPR
 from ..train import FitResult
 from ..train.deadline import Deadline
-from ..train.lbfgs import OUT_OF_TIME
+from ..train.lbfgs import OUT_OF_TIME, warn_if_out_of_time
 from ..train.sgpr import fit_sgpr
 from ..train.sgpr_passes import fit_sgpr_passes
 from ..train.starts import exact_start_on_sample, keep_lower, noise_above, sqrt_d_start
-from ..train.warning_types import ConvergenceWarning
 from ..validation import as_dtype, check_int
 from .cost import (
     DEFAULT_M,
@@ -149,10 +147,7 @@ def _fit_held(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, m: int | None, n
 
 def _timed(fit: tuple[Any, FitResult]) -> tuple[Any, FitResult]:
     """The fit, with a warning where its search stopped at the time allowance."""
-    if fit[1].reason == OUT_OF_TIME:
-        warnings.warn("sgpr's search stopped at the fit's time allowance before its "
-                      "stopping rule held; Z and θ are the best bound's so far. A larger "
-                      "budget lets it finish", ConvergenceWarning, stacklevel=3)
+    warn_if_out_of_time(fit[1], "sgpr's search", "Z and θ are the best bound's so far")
     return fit
 
 

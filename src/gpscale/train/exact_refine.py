@@ -25,6 +25,7 @@ import torch
 from ..linalg.cholesky import CholeskyError
 from ..models.exact_cg_gradient import StochasticGradient
 from ..params import FLOOR_MARGIN, inv_softplus, positive_params
+from .lbfgs import OUT_OF_TIME
 from .result import FitResult, theta_of
 from .warning_types import ConvergenceWarning
 
@@ -108,7 +109,7 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
     try:
         x, converged = _lbfgs(gradient, coords.values(), steps, min_step, stale, out_of_time)
         reason = f"steps below {min_step:g}" if converged else \
-            f"time allowance of {time_limit:g} s" if out_of_time() else \
+            f"{OUT_OF_TIME} of {time_limit:g} s" if out_of_time() else \
             f"{steps} gradient evaluations"
         estimate.keep_weights()
     except (_Diverged, CholeskyError):  # a non-finite gradient: keep the last finite θ

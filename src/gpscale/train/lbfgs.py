@@ -24,6 +24,19 @@ OUT_OF_BUDGET = ("max_iter", "max_evals")
 OUT_OF_TIME = "time allowance"
 
 
+def warn_if_out_of_time(result: FitResult, search: str,
+                        kept: str = "θ is the best found so far") -> FitResult:
+    """``result``, with a :class:`ConvergenceWarning` saying what was cut where its
+    search stopped at the fit's deadline (``search``: which search, ``kept``: what the
+    model holds)."""
+    if result.reason == OUT_OF_TIME:
+        warnings.warn(f"{search} stopped at the fit's time allowance after "
+                      f"{result.n_evals} evaluations, before its stopping rule held; "
+                      f"{kept}. A larger budget lets it finish", ConvergenceWarning,
+                      stacklevel=3)
+    return result
+
+
 def fit_lbfgs(
     model: nn.Module,
     objective: Callable[[], torch.Tensor] | None = None,
