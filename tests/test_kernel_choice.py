@@ -164,6 +164,21 @@ def test_on_the_iterative_path_the_candidates_have_pathwise_variances():
     assert "rq-ard" in small.choice.scores
 
 
+def test_the_path_is_judged_on_distinct_inputs_as_the_fit_judges_it():
+    """6 000 rows that are two copies each of 3 000 inputs: the exact fit merges them and
+    solves by Cholesky, so RQ stays a candidate."""
+    from gpscale.methods import METHODS
+    from gpscale.methods.cost import too_large
+    from gpscale.methods.kernel_choice import kernel_for
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.rand(3000, 2, generator=g, dtype=torch.float64).repeat(2, 1)
+    y = torch.sin(4 * X[:, 0]) + 0.1 * torch.randn(6000, generator=g, dtype=torch.float64)
+    assert too_large(6000, 2, rbf=False) and not too_large(3000, 2, rbf=False)
+    pick = kernel_for(METHODS["exact"], X, y, {"max_iter": 5, "seed": 0}, budget=1.0)
+    assert "rq-ard" in pick.choice.scores and "not a candidate" not in pick.choice.note
+
+
 def test_the_lanczos_cache_says_its_variances_are_too_wide():
     from gpscale.models import ConjugateGradients, ExactGP
 

@@ -37,7 +37,7 @@ from ..models.skill import loo_residuals
 from ..train import FitResult
 from ..train.deadline import Deadline
 from ..train.starts import sample_rows
-from .cost import exact_seconds, too_large
+from .cost import GUARD_MIN_N, exact_seconds, too_large
 from .exact import fit_exact
 from .registry import Method
 
@@ -198,12 +198,15 @@ def _loo_terms(model: ExactGP) -> np.ndarray:
 
 def _iterative(method: Method, options: dict[str, Any], X: torch.Tensor) -> bool:
     """Whether the exact method's fit will take its iterative path (CG) on these rows,
-    whatever family is chosen (the solver switch of the slower, non-RBF contraction)."""
+    whatever family is chosen (the solver switch of the slower, non-RBF contraction),
+    decided as the fit decides it: on the distinct inputs, copies merged."""
     if method.fit_fn is not fit_exact:
         return False
     solver = options.get("solver", "auto")
-    return solver == "cg" or solver == "auto" and too_large(
-        int(X.shape[0]), int(X.shape[1]), X.dtype, rbf=False)
+    if solver != "auto":
+        return solver == "cg"
+    distinct = int(torch.unique(X, dim=0).shape[0]) if X.shape[0] >= GUARD_MIN_N else 0
+    return too_large(distinct, int(X.shape[1]), X.dtype, rbf=False)
 
 
 def sample_size(budget: float | None, candidates: int = len(CANDIDATES)) -> int:
