@@ -146,3 +146,58 @@ def test_on_a_local_cluster_equals_the_in_process_loop():
         Xs = torch.randn(9, 3, dtype=torch.float64)
         for a, b in zip(copy.deepcopy(there.freeze()).predict(Xs), here.predict(Xs)):
             torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-14)
+
+
+def test_whitened_sums_stay_positive_definite_where_unwhitened_ones_do_not():
+    """30 000 rows, 64 inducing inputs with K_ZZ's condition number about 1e10 and a small
+    noise: whitening the sum G = K_ZX K_XZ afterwards makes I + Luu⁻¹GLuu⁻ᵀ/σ² indefinite
+    (what needed jitter, and derailed the fit, at 10⁶ rows); the sums of whitened
+    features give the in-memory SGPR's bound, without jitter."""
+    import warnings
+
+    from gpscale.models.sgpr_stats import whiten
+
+    g = torch.Generator().manual_seed(0)
+    n, m, noise = 30_000, 64, 1e-4
+    X = torch.rand(n, 2, generator=g, dtype=torch.float64) * 4 - 2
+    y = torch.sin(2 * X[:, 0]) * torch.cos(X[:, 1]) \
+        + 0.01 * torch.randn(n, generator=g, dtype=torch.float64)
+    Z = torch.rand(m, 2, generator=g, dtype=torch.float64) * 4 - 2
+
+    def kernel():
+        return Scale(RBF(lengthscale=[1.0, 1.0], ard_dims=2), 1.0)
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no jitter anywhere
+        streamed = StreamedSGPR(kernel(), Z, rows=Rows((TensorPartition(X, y),), 2, rows=4096),
+                                noise=noise)
+        held = SGPR(kernel(), X, y, Z, noise=noise)
+        with torch.no_grad():
+            torch.testing.assert_close(streamed.objective(), held.objective(), rtol=1e-9, atol=0)
+    with torch.no_grad():
+        k = kernel()
+        Kzx = k(Z, X)
+        W, _ = whiten(Kzx @ Kzx.mT, Kzx @ y, k(Z))
+        B = torch.eye(m, dtype=torch.float64) + W / noise
+    assert torch.linalg.cholesky_ex(B).info > 0  # the unwhitened route's failure
+
+
+def test_a_file_written_with_unwhitened_sums_loads_to_the_same_predictions(tmp_path):
+    """Model files of the first streamed SGPR hold G = K_ZX K_XZ and b = K_ZX y and no
+    'statistics' entry in their options: loading whitens them."""
+    X, y, Z = _data(seed=2)
+    _, streamed = _pair(X, y, Z)
+    with torch.no_grad():  # trained θ, unlike the kernel from_config is given
+        for p in streamed.kernel.parameters():
+            p.add_(0.3)
+    streamed.freeze()
+    state, config = streamed.saved_state(), streamed.to_config()
+    with torch.no_grad():
+        Kzx = streamed.kernel(Z, X)
+        old = {**state, "stat_gram": Kzx @ Kzx.mT, "stat_proj": Kzx @ y}
+    del config["statistics"]
+    again = StreamedSGPR.from_config(config, old, _kernel())
+    again.load_state_dict(old)
+    Xs = torch.randn(11, 3, dtype=torch.float64)
+    for a, b in zip(again.predict(Xs), streamed.predict(Xs)):
+        torch.testing.assert_close(a, b, rtol=1e-9, atol=1e-12)

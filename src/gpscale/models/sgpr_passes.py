@@ -2,9 +2,9 @@
 
 The model of :class:`~gpscale.models.SGPR` (the same bound, eq. 9, and posterior), whose
 rows stay in their partitions: each evaluation is one statistics pass
-(G = K_ZX K_XZ, b = K_ZX y, yᵀy, n; :mod:`gpscale.models.feature_stats` with the
-inducing features φ(x) = k(Z, x) of :mod:`gpscale.features.inducing`), in this process or
-as tasks on the rows' dask workers, and its gradient in θ and Z one more pass. The
+(W = ΦᵀΦ, v = Φᵀy, yᵀy, n; :mod:`gpscale.models.feature_stats` with the whitened
+inducing features φ(x) = Luu⁻¹k(Z, x) of :mod:`gpscale.features.inducing`), in this
+process or as tasks on the rows' dask workers, and its gradient in θ and Z one more pass. The
 bound and posterior from those sums are :mod:`gpscale.models.sgpr_stats`. Σ k(x, x) is
 n k(0) from the kernel (stationary kernels only: other kernels are refused).
 
@@ -14,6 +14,7 @@ and lets go of the rows: prediction and the saved file need only m × m numbers.
 
 from __future__ import annotations
 
+import copy
 from typing import Any
 
 import torch
@@ -26,11 +27,11 @@ from ..params import Positive
 from ..validation import as_matrix, as_test_inputs
 from . import feature_stats
 from .base import GPModel, MeanAndVariance, dtype_name, no_data
-from .sgpr_stats import bound_from_statistics, posterior, posterior_factors
+from .sgpr_stats import bound_from_statistics, posterior, posterior_factors, whiten
 
 __all__ = ["StreamedSGPR"]
 
-#: the buffers a frozen model keeps: G, b, yᵀy, n
+#: the buffers a frozen model keeps: W, v, yᵀy, n (:mod:`gpscale.models.sgpr_stats`)
 _STATS = ("stat_gram", "stat_proj", "stat_yy", "stat_n")
 
 
@@ -42,7 +43,7 @@ class StreamedSGPR(GPModel):
     kernel : a stationary covariance function, differentiable in its inputs.
     Z : initial inducing inputs (m, d).
     rows : the training rows, read on every evaluation (never held).
-    statistics : (G, b, yᵀy, n) at fixed θ and Z instead of rows (a saved model).
+    statistics : (W, v, yᵀy, n) at fixed θ and Z instead of rows (a saved model).
     noise : initial noise variance σ².
     learn_z : whether Z is trained.
     """
@@ -57,7 +58,7 @@ class StreamedSGPR(GPModel):
         super().__init__()
         if (rows is None) == (statistics is None):
             raise ValueError("give the training data as rows=Rows(...) or as "
-                             "statistics=(gram, proj, yy, n): exactly one of them")
+                             "statistics=(W, v, yy, n): exactly one of them")
         Z = as_matrix(Z, "Z", dtype, device)
         if rows is not None and Z.shape[1] != rows.num_features:
             raise ValueError(f"Z has {Z.shape[1]} columns but the rows have "
@@ -89,11 +90,11 @@ class StreamedSGPR(GPModel):
         return self.Z.shape[0]
 
     def features(self) -> InducingFeatures:
-        """φ(x) = k(Z, x), sharing this model's kernel and Z."""
+        """φ(x) = Luu⁻¹k(Z, x), sharing this model's kernel and Z."""
         return InducingFeatures(self.kernel, self.Z)
 
     def statistics(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
-        """(G, b, yᵀy, n): the frozen ones, or one pass over the rows, differentiable in
+        """(W, v, yᵀy, n): the frozen ones, or one pass over the rows, differentiable in
         θ and Z (their gradient is a second pass) when any of them is trained."""
         if "stat_gram" in self._buffers:
             return self.stat_gram, self.stat_proj, self.stat_yy, int(self.stat_n)
@@ -112,8 +113,7 @@ class StreamedSGPR(GPModel):
         no_data(self, data)
         gram, proj, yy, n = self.statistics()
         trace = diagonal_sum(self.kernel, n, self.Z.shape[1], self.noise)
-        return bound_from_statistics(gram, proj, yy, n, trace, self.kernel(self.Z),
-                                     self.noise)
+        return bound_from_statistics(gram, proj, yy, n, trace, self.noise)
 
     def elbo(self) -> torch.Tensor:
         """The variational lower bound −F on log p(y)."""
@@ -160,7 +160,8 @@ class StreamedSGPR(GPModel):
 
     # -- persistence: Z, θ and the statistics, never the rows ----------------------------
     def to_config(self) -> dict[str, Any]:
-        return {"dtype": dtype_name(self.noise), "n": self.n, "rows": "statistics"}
+        return {"dtype": dtype_name(self.noise), "n": self.n, "rows": "statistics",
+                "statistics": "whitened"}
 
     def saved_state(self) -> dict[str, torch.Tensor]:
         """The state_dict with the rows' statistics at the current θ and Z."""
@@ -175,5 +176,13 @@ class StreamedSGPR(GPModel):
     def from_config(cls, config: dict[str, Any], state: dict[str, torch.Tensor],
                     kernel: Kernel | None = None) -> StreamedSGPR:
         stats = tuple(state[k] for k in _STATS)
+        if config.get("statistics") != "whitened":  # written with G = K_ZX K_XZ, b = K_ZX y
+            trained = copy.deepcopy(kernel).to(stats[0])
+            trained.load_state_dict({k.removeprefix("kernel."): v for k, v in state.items()
+                                     if k.startswith("kernel.")})
+            with torch.no_grad():
+                W, v = whiten(stats[0], stats[1], trained(state["Z"].to(stats[0])))
+            stats = (W, v, *stats[2:])
+            state.update(stat_gram=W, stat_proj=v)  # what load_state_dict then reads
         return cls(kernel, state["Z"], statistics=stats,
                    dtype=getattr(torch, str(config["dtype"])))
