@@ -43,7 +43,10 @@ def test_small_data_gets_exact_larger_sgpr_and_the_largest_rff():
     assert large.method == "sgpr" and sgpr_seconds(200_000, m) <= SGPR_SECONDS
     assert "exact GP would need" in large.reason and f"m={m}" in large.reason
     assert "rows held in memory" in large.reason
-    assert huge.method == "sgpr" and huge.options == {}  # past the line sgpr reads passes
+    assert huge.method == "sgpr" and "passes" not in huge.options  # past the line: passes
+    m = huge.options.get("m", 512)
+    assert sgpr_passes_seconds(2 * SGPR_HELD_ROWS, m) <= SGPR_SECONDS \
+        < sgpr_passes_seconds(2 * SGPR_HELD_ROWS, m + 64)
     assert "refined by passes over all rows" in huge.reason
     assert sgpr_passes_seconds(10**8, MIN_INDUCING) > SGPR_SECONDS
     assert beyond.method == "rff" and beyond.options == {}  # rff's own default size
@@ -63,9 +66,11 @@ def test_past_the_line_sgpr_reads_passes_with_m_sized_by_its_cost_model():
         for b, m in zip(budgets, sizes):
             assert sgpr_passes_seconds(n, m) <= b
             assert m == MAX_INDUCING or sgpr_passes_seconds(n, m + 64) > b
-    assert choose_method(10**6, 8, k).options == {"m": 384}  # within the default budget
-    assert choose_method(10**7, 8, k).options == {"m": 128}
-    assert sgpr_passes_seconds(10**7, 128) <= SGPR_SECONDS < sgpr_passes_seconds(10**7, 192)
+    m = choose_method(10**6, 8, k).options["m"]  # within the default budget
+    assert sgpr_passes_seconds(10**6, m) <= SGPR_SECONDS < sgpr_passes_seconds(10**6, m + 64)
+    assert choose_method(9 * 10**6, 8, k).options == {"m": MIN_INDUCING}
+    assert choose_method(10**7, 8, k).method == "rff"  # not even the smallest m fits
+    assert sgpr_passes_seconds(10**7, MIN_INDUCING) > SGPR_SECONDS
 
 
 def test_the_exact_threshold_follows_the_cost_model_and_the_budget():

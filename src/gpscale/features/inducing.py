@@ -1,33 +1,28 @@
-"""Inducing features: φ(x) = Luu⁻¹ k(Z, x) with Luu Luuᵀ = K_ZZ, the m "features" whose
-row sums give a sparse GP's statistics.
+"""Inducing features φ(x) = k(Z, x), and their whitened form Luu⁻¹k(Z, x) (Luu Luuᵀ =
+K_ZZ): the m "features" whose row sums give a sparse GP's statistics.
 
-Titsias's (2009) collapsed bound (eq. 9) reads the rows only through
-ΦᵀΦ = Luu⁻¹ K_ZX K_XZ Luu⁻ᵀ, Φᵀy, yᵀy, n and Σᵢ k(xᵢ, xᵢ), with Φ = K_XZ Luu⁻ᵀ (n × m):
-the sums the finite-feature statistics pass already forms
+Titsias's (2009) collapsed bound (eq. 9) reads the rows only through sums: K_ZX K_XZ,
+K_ZX y, yᵀy, n and Σᵢ k(xᵢ, xᵢ), which the finite-feature statistics pass forms
 (:mod:`gpscale.models.feature_stats`), in process or on dask workers, and whose second
-pass gives the gradient in this map's parameters, the kernel's θ and the inducing
-inputs Z.
+pass gives the gradient in the map's parameters, the kernel's θ and the inducing inputs
+Z.
 
-The features are whitened by Luu, as the in-memory SGPR whitens K_ZX before its
-products, because ΦᵀΦ is then a sum of Gram matrices, positive semi-definite as
-computed. Summing K_ZX K_XZ and whitening the m × m sum afterwards amplifies its
-rounding by K_ZZ⁻¹: at 2·10⁵ rows I + Luu⁻¹GLuu⁻ᵀ/σ² already needed jitter of up to
-1e-4 × its diagonal, which corrupts the bound, and at 10⁶ rows the fit ended at 1.6x
-the in-memory model's test RMSE (benchmarks/results/sgpr-scale/). Whitening costs one
-triangular solve per row (m² operations, as the in-memory SGPR spends) and one m × m
-Cholesky per chunk.
+The bound's value is taken from sums of *whitened* features, as the in-memory SGPR
+whitens K_ZX before its products: ΦᵀΦ is then a sum of Gram matrices, positive
+semi-definite as computed. Summing K_ZX K_XZ and whitening the m × m sum afterwards
+amplifies its rounding by K_ZZ⁻¹: at 2·10⁵ rows I + Luu⁻¹GLuu⁻ᵀ/σ² needed jitter of up
+to 1e-4 × its diagonal, which corrupts the bound (benchmarks/results/sgpr-scale/). The
+whitening costs a triangular solve per row; the gradient pass needs none (it runs on
+the plain features, :mod:`gpscale.models.sgpr_passes`).
 """
 
 from __future__ import annotations
-
-import warnings
 
 import torch
 from torch import nn
 
 from ..kernels import Kernel, Scale, Stationary
 from ..kernels.base import cross_matrix
-from ..linalg import NumericalWarning, robust_cholesky
 from .base import FeatureMap
 
 __all__ = ["InducingFeatures", "constant_diagonal", "check_constant_diagonal",
@@ -35,27 +30,25 @@ __all__ = ["InducingFeatures", "constant_diagonal", "check_constant_diagonal",
 
 
 class InducingFeatures(FeatureMap):
-    """Φ = K(X, Z) Luu⁻ᵀ (n × m; module doc): ``kernel`` and inducing inputs ``Z`` (m, d),
-    both shared with the model that made the map (the same parameter objects), so
-    gradients of the statistics land on the model's parameters."""
+    """Φ = K(X, Z) (n × m), or K(X, Z) Luu⁻ᵀ given ``whitener`` = Luu (a constant: no
+    gradient flows to it): ``kernel`` and inducing inputs ``Z`` (m, d) are shared with the
+    model that made the map (the same parameter objects), so gradients of the statistics
+    land on the model's parameters."""
 
-    def __init__(self, kernel: Kernel, Z: nn.Parameter) -> None:
+    def __init__(self, kernel: Kernel, Z: nn.Parameter,
+                 whitener: torch.Tensor | None = None) -> None:
         super().__init__()
         self.kernel = kernel
         self.Z = Z
+        self.register_buffer("whitener", None if whitener is None else whitener.detach())
         self.num_features, self.d = int(Z.shape[0]), int(Z.shape[1])
 
     def forward(self, X: torch.Tensor) -> torch.Tensor:
         # K_ZX by the kernel's input contraction (differentiable in Z and θ, not X)
         Kzx = cross_matrix(self.kernel, self.Z, X)
-        return torch.linalg.solve_triangular(self.whitener(), Kzx, upper=False).mT
-
-    def whitener(self) -> torch.Tensor:
-        """Luu, the Cholesky factor of K_ZZ (jittered where needed, without a warning: the
-        model's posterior factors warn once for the same matrix)."""
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", NumericalWarning)
-            return robust_cholesky(self.kernel(self.Z))
+        if self.whitener is not None:
+            Kzx = torch.linalg.solve_triangular(self.whitener, Kzx, upper=False)
+        return Kzx.mT
 
 
 def constant_diagonal(kernel: Kernel) -> bool:

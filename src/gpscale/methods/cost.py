@@ -231,23 +231,24 @@ def rff_seconds(n: int, num_features: int = DEFAULT_FEATURES) -> float:
 #: (:mod:`gpscale.train.sgpr_passes`): at 250 000 rows sgpr_seconds is near half an hour
 SGPR_HELD_ROWS = 250_000
 SGPR_SAMPLE_ROWS, SGPR_REFINE_ITER = 20_000, 20
-#: L-BFGS evaluations per refinement iteration (line searches included); an evaluation by
-#: passes (a statistics pass, ΦᵀΦ, and a gradient pass, Φ(G + Gᵀ) and the kernel's
-#: contraction) does the in-memory evaluation's work, SGPR_NM2_SECONDS per n·m² (2.2 s
-#: at n = 5·10⁴, m = 512 on one thread, in process), of which the statistics pass alone,
-#: the final one, is SGPR_STATS_SHARE (0.45 s)
-SGPR_EVALS_PER_ITER, SGPR_STATS_SHARE = 1.25, 0.2
+#: L-BFGS evaluations per refinement iteration (line searches included); seconds per
+#: n·m² of an evaluation by passes (a statistics pass, ΦᵀΦ of the whitened features, and
+#: a gradient pass of the plain ones), and the share of it the statistics pass alone, the
+#: final one, takes; at n = 10⁶, m = 512 on one worker of one thread
+#: (benchmarks/results/sgpr-scale/)
+SGPR_EVALS_PER_ITER, SGPR_PASS_NM2_SECONDS, SGPR_STATS_SHARE = 1.25, 2.3e-10, 0.39
 
 
 def sgpr_passes_seconds(n: int, m: int | None = None) -> float:
     """Rough wall time of sgpr reading its rows in passes (:mod:`gpscale.train.sgpr_passes`),
     one thread, no cluster: the in-memory search on its sample (:func:`sgpr_seconds` of
     min(n, :data:`SGPR_SAMPLE_ROWS`) rows), :data:`SGPR_REFINE_ITER` L-BFGS iterations on
-    all n rows (each evaluation ∝ n m², as in memory) and the final statistics pass."""
+    all n rows (each evaluation ∝ n m², :data:`SGPR_PASS_NM2_SECONDS`) and the final
+    statistics pass."""
     m = DEFAULT_M if m is None else m
     search = sgpr_seconds(min(n, SGPR_SAMPLE_ROWS), m)
     evals = SGPR_REFINE_ITER * SGPR_EVALS_PER_ITER if n > SGPR_SAMPLE_ROWS else 0.0
-    return search + SGPR_NM2_SECONDS * m * m * n * (evals + SGPR_STATS_SHARE)
+    return search + SGPR_PASS_NM2_SECONDS * m * m * n * (evals + SGPR_STATS_SHARE)
 
 
 def sgpr_passes_bytes(d: int, m: int, dtype: torch.dtype = torch.float64) -> float:

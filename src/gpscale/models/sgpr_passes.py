@@ -23,6 +23,7 @@ from torch import nn
 from ..features.inducing import InducingFeatures, check_constant_diagonal, diagonal_sum
 from ..io.rows import Rows
 from ..kernels import Kernel
+from ..linalg import robust_cholesky
 from ..params import Positive
 from ..validation import as_matrix, as_test_inputs
 from . import feature_stats
@@ -33,6 +34,43 @@ __all__ = ["StreamedSGPR"]
 
 #: the buffers a frozen model keeps: W, v, yᵀy, n (:mod:`gpscale.models.sgpr_stats`)
 _STATS = ("stat_gram", "stat_proj", "stat_yy", "stat_n")
+
+
+class _Whitened(torch.autograd.Function):
+    """(W, v) = (Luu⁻¹GLuu⁻ᵀ, Luu⁻¹b), G = K_ZX K_XZ and b = K_ZX y, whose values come in
+    from the whitened pass, made differentiable in Luu and in the plain features'
+    parameters (θ, Z): with Γ = ∂F/∂W and g = ∂F/∂v,
+
+        ∂F/∂G = Luu⁻ᵀΓLuu⁻¹,   ∂F/∂b = Luu⁻ᵀg,   ∂F/∂Luu = −Luu⁻ᵀ[(Γ + Γᵀ)W + g vᵀ],
+
+    the first two by one gradient pass over the plain features (no triangular solve per
+    row), the last from the m × m values (then through the Cholesky factor by autograd).
+
+    ``apply(Luu, W, v, plain, rows, dtype, *params)``."""
+
+    @staticmethod
+    def forward(ctx, Luu, W, v, plain, rows, dtype, *params):  # noqa: D102
+        ctx.args = (plain, rows, dtype)
+        ctx.save_for_backward(Luu, W, v, *params)
+        return W.clone(), v.clone()
+
+    @staticmethod
+    def backward(ctx, g_W, g_v):  # noqa: D102
+        Luu, W, v, *_ = ctx.saved_tensors
+        plain, rows, dtype = ctx.args
+        if g_W is None:
+            g_W = torch.zeros_like(W)
+        if g_v is None:
+            g_v = torch.zeros_like(v)
+        left = torch.linalg.solve_triangular(Luu.mT, g_W, upper=True)       # Luu⁻ᵀΓ
+        g_G = torch.linalg.solve_triangular(Luu.mT, left.mT, upper=True).mT  # Luu⁻ᵀΓLuu⁻¹
+        g_b = torch.linalg.solve_triangular(Luu.mT, g_v[:, None], upper=True)[:, 0]
+        grads = feature_stats.statistics_gradients(
+            plain, rows.partitions, g_G, g_b, scaler=rows.scaler, client=rows.client,
+            rows=rows.rows, dtype=dtype)
+        inner = (g_W + g_W.mT) @ W + torch.outer(g_v, v)
+        g_L = -torch.linalg.solve_triangular(Luu.mT, inner, upper=True)
+        return (g_L, None, None, None, None, None, *grads)
 
 
 class StreamedSGPR(GPModel):
@@ -89,24 +127,29 @@ class StreamedSGPR(GPModel):
     def m(self) -> int:
         return self.Z.shape[0]
 
-    def features(self) -> InducingFeatures:
-        """φ(x) = Luu⁻¹k(Z, x), sharing this model's kernel and Z."""
-        return InducingFeatures(self.kernel, self.Z)
+    def features(self, whitener: torch.Tensor | None = None) -> InducingFeatures:
+        """φ(x) = k(Z, x), or Luu⁻¹k(Z, x) given ``whitener`` = Luu, sharing this model's
+        kernel and Z."""
+        return InducingFeatures(self.kernel, self.Z, whitener)
 
     def statistics(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
         """(W, v, yᵀy, n): the frozen ones, or one pass over the rows, differentiable in
-        θ and Z (their gradient is a second pass) when any of them is trained."""
+        θ and Z (their gradient is a second pass, :class:`_Whitened`) when any of them is
+        trained."""
         if "stat_gram" in self._buffers:
             return self.stat_gram, self.stat_proj, self.stat_yy, int(self.stat_n)
-        r, feats, dtype = self._rows, self.features(), self.noise.dtype
-        if feature_stats.trainable(feats) and torch.is_grad_enabled():
-            s = feature_stats.streamed_statistics(feats, r.partitions, r.scaler, r.client,
-                                                  r.rows, dtype)
-        else:
-            s = feature_stats.statistics(feats, r.partitions, scaler=r.scaler,
+        r, dtype = self._rows, self.noise.dtype
+        Luu = robust_cholesky(self.kernel(self.Z))
+        with torch.no_grad():
+            s = feature_stats.statistics(self.features(Luu), r.partitions, scaler=r.scaler,
                                          client=r.client, rows=r.rows, dtype=dtype)
         self._n = int(s.n)
-        return s.gram, s.proj, s.yy, int(s.n)
+        plain = self.features()
+        params = feature_stats.trainable(plain)
+        if not (params and torch.is_grad_enabled()):
+            return s.gram, s.proj, s.yy, int(s.n)
+        W, v = _Whitened.apply(Luu, s.gram, s.proj, plain, r, dtype, *params)
+        return W, v, s.yy, int(s.n)
 
     def objective(self, data: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """Negative variational lower bound F ≥ −log p(y) (Titsias eq. 9; total nats)."""
