@@ -236,7 +236,7 @@ SGPR_SAMPLE_ROWS, SGPR_REFINE_ITER = 20_000, 20
 #: a gradient pass of the plain ones), and the share of it the statistics pass alone, the
 #: final one, takes; at n = 10⁶, m = 512 on one worker of one thread
 #: (benchmarks/results/sgpr-scale/)
-SGPR_EVALS_PER_ITER, SGPR_PASS_NM2_SECONDS, SGPR_STATS_SHARE = 1.25, 2.3e-10, 0.39
+SGPR_EVALS_PER_ITER, SGPR_PASS_NM2_SECONDS, SGPR_STATS_SHARE = 1.25, 2.2e-10, 0.41
 
 
 def sgpr_passes_seconds(n: int, m: int | None = None) -> float:

@@ -1,12 +1,12 @@
 """SGPR from passes over the rows: Titsias's (2009) bound and posterior from row sums.
 
 The model of :class:`~gpscale.models.SGPR` (the same bound, eq. 9, and posterior), whose
-rows stay in their partitions: each evaluation is one statistics pass
-(W = ΦᵀΦ, v = Φᵀy, yᵀy, n; :mod:`gpscale.models.feature_stats` with the whitened
-inducing features φ(x) = Luu⁻¹k(Z, x) of :mod:`gpscale.features.inducing`), in this
-process or as tasks on the rows' dask workers, and its gradient in θ and Z one more pass. The
-bound and posterior from those sums are :mod:`gpscale.models.sgpr_stats`. Σ k(x, x) is
-n k(0) from the kernel (stationary kernels only: other kernels are refused).
+rows stay in their partitions: each evaluation is one statistics pass (W = ΦᵀΦ, v = Φᵀy,
+yᵀy, n; :mod:`gpscale.models.feature_stats` with the whitened inducing features
+φ(x) = Luu⁻¹k(Z, x) of :mod:`gpscale.features.inducing`), in this process or as tasks on
+the rows' dask workers, and its gradient in θ and Z one more pass. The bound and
+posterior from those sums are :mod:`gpscale.models.sgpr_stats`. Σ k(x, x) is n k(0)
+from the kernel (stationary kernels only: other kernels are refused).
 
 After training, :meth:`StreamedSGPR.freeze` keeps the statistics at the final θ and Z
 and lets go of the rows: prediction and the saved file need only m × m numbers.
