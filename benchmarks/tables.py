@@ -56,6 +56,8 @@ def _arguments(p) -> None:
     p.add_argument("--tables", nargs="+", default=None,
                    help=f"tables (default: all of {sorted(TABLES)})")
     p.add_argument("--seeds", type=int, default=None, help="seeds 0..k-1 (default 3; quick 1)")
+    p.add_argument("--seed-list", type=int, nargs="+", default=None,
+                   help="these seeds instead of 0..k-1 (another run's seeds to add)")
     p.add_argument("--rows", type=int, default=None,
                    help="subsample each table to this many rows first (default: all; "
                    "quick 2000)")
@@ -213,7 +215,7 @@ def run(args, rec) -> None:
     if bad:
         raise ValueError(f"unknown tables or methods {bad}; tables: {sorted(TABLES)}, "
                          f"methods: {list(METHODS)}")
-    seeds = args.seeds or (1 if args.quick else 3)
+    seeds = args.seed_list or list(range(args.seeds or (1 if args.quick else 3)))
     rows = args.rows or (2000 if args.quick else None)
     threads = args.threads or 1
     rec.summary(tables=len(tables), seeds=seeds, rows=rows, methods=methods)
@@ -226,7 +228,7 @@ def run(args, rec) -> None:
         for name in tables:
             target, exclude = TABLES[name]
             runs: dict[str, list[dict]] = {m: [] for m in methods}
-            for seed in range(seeds):
+            for seed in seeds:
                 train, test = _split(name, seed, rows, Path(tmp))
                 for m in methods:
                     out = _run_child(m, str(train), str(test), target, exclude, seed, threads)

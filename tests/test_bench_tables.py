@@ -50,3 +50,14 @@ def test_tables_kernel_forms(tmp_path):
     assert table["cat_rmse/onehot"] == pytest.approx(ratio)
     assert lines[-1]["kernel_form_tables"] == 1
     assert lines[-1]["cat_better_tables"] == int(ratio < 1)
+
+
+def test_tables_seed_list_runs_the_seeds_named(tmp_path):
+    if not (data_dir() / "tables" / "txhousing.csv").exists():
+        pytest.skip(f"tables/txhousing.csv not found under {data_dir()}")
+    pytest.importorskip("sklearn")
+    rc = main(["tables", "--tables", "txhousing", "--rows", "300", "--seed-list", "1", "2",
+               "--methods", "ols-onehot", "--threads", "1", "--out", str(tmp_path)])
+    assert rc == 0
+    lines = [json.loads(x) for x in (tmp_path / "tables.jsonl").read_text().splitlines()]
+    assert [r["seed"] for r in lines if r.get("kind") == "fit"] == [1, 2]
