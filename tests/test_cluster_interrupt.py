@@ -81,13 +81,28 @@ def test_ctrl_c_on_a_local_cluster_exits_130_in_one_line(tmp_path):
     assert not (tmp_path / "m.pt").exists()
 
 
-def test_the_marker_makes_an_importing_process_ignore_sigint():
-    code = ("import os, signal, gpscale; os.kill(os.getpid(), signal.SIGINT); "
-            "print(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)")
+def test_the_marker_makes_a_spawned_worker_ignore_sigint_and_nothing_else(tmp_path):
+    """A process multiprocessing started with the marker ignores SIGINT once it imports
+    gpscale; the process that holds the marker without being such a child (a ``gpscale``
+    command whose environment kept it) still stops on Ctrl-C."""
+    script = tmp_path / "spawned.py"
+    script.write_text(
+        "import multiprocessing as mp, signal\n"
+        "def child(q):\n"
+        "    import gpscale  # noqa: F401\n"
+        "    q.put(signal.getsignal(signal.SIGINT) is signal.SIG_IGN)\n"
+        "if __name__ == '__main__':\n"
+        "    import gpscale  # noqa: F401\n"
+        "    ctx = mp.get_context('spawn')\n"
+        "    q = ctx.Queue()\n"
+        "    p = ctx.Process(target=child, args=(q,))\n"
+        "    p.start()\n"
+        "    print(q.get(), signal.getsignal(signal.SIGINT) is signal.SIG_IGN)\n"
+        "    p.join()\n")
     env = {**os.environ, "PYTHONPATH": str(SRC), LOCAL_WORKER_ENV: "1"}
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                         text=True, timeout=60)
-    assert out.returncode == 0 and out.stdout.strip() == "True", out.stderr
+    out = subprocess.run([sys.executable, str(script)], env=env, capture_output=True,
+                         text=True, timeout=120, cwd=tmp_path)
+    assert out.returncode == 0 and out.stdout.split() == ["True", "False"], out.stderr
     assert LOCAL_WORKER_ENV not in os.environ  # set only while a cluster runs
 
 
