@@ -14,12 +14,8 @@ import threading as _threading
 from pathlib import Path as _Path
 
 # a worker process of gpscale's local dask cluster (gpscale.parallel.cluster.
-# LOCAL_WORKER_ENV): Ctrl-C reaches the whole process group, and the client closes it.
-# Only in a process multiprocessing spawned (its command line says so while it imports
-# the parent's main module): the marker left in another process's environment must not
-# make it (a `gpscale` command, say) deaf to Ctrl-C
+# LOCAL_WORKER_ENV): Ctrl-C reaches the whole process group, and the client closes it
 if _os.environ.get("GPSCALE_LOCAL_WORKER") == "1" and \
-        "--multiprocessing-fork" in getattr(_sys, "orig_argv", _sys.argv) and \
         _threading.current_thread() is _threading.main_thread():
     _signal.signal(_signal.SIGINT, _signal.SIG_IGN)
 
