@@ -77,6 +77,16 @@ def test_an_interpolating_lengthscale_is_no_skill():
     assert "interpolates" in skill["problem"] and "noise floor" in skill["problem"]
 
 
+def test_a_small_lengthscale_on_a_column_of_few_values_separates_groups_not_rows():
+    model = _model()
+    with torch.no_grad():  # column 0 becomes a 0/1 code: its groups, not rows, apart
+        model.X[:, 0] = (model.X[:, 0] > 1.5).to(model.X)
+        model.kernel.base.lengthscale = torch.tensor([1e-5, 1.0], dtype=torch.float64)
+    skill = fit_skill(model)
+    assert skill["lengthscale_share"] == pytest.approx(1.0 / float(model.X[:, 1].std()))
+    assert "interpolates" not in skill["problem"]
+
+
 def _heavy(tmp_path):
     """Issue 48's shape: copies, a near-constant and an integer-coded column, Cauchy
     noise."""

@@ -19,10 +19,10 @@ predictable function (a signal drowned in the noise, or lengthscales that interp
 
 A fit **has no skill** when its LOO predictions explain almost nothing
 (R² ≤ :data:`NO_SKILL_R2`), or when it **interpolates**: a lengthscale below
-:data:`INTERPOLATION_SHARE` of its input column's standard deviation, so that every
-row is its own island (typical of duplicated rows, heavy-tailed targets or a noise
-driven to its floor). The target's excess kurtosis is reported beside it (heavy tails:
-:func:`gpscale.quality.heavy_tails`).
+:data:`INTERPOLATION_SHARE` of its input column's standard deviation, in a column with
+a value for about every row, so that every row is its own island (typical of
+duplicated rows, heavy-tailed targets or a noise driven to its floor). The target's
+excess kurtosis is reported beside it (heavy tails: :func:`gpscale.quality.heavy_tails`).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from ..quality import heavy_tails
 from .copies import noise_diagonal
 
 __all__ = ["loo_residuals", "fit_skill", "sample_skill", "skill_problem", "LOO_ROWS",
-           "NO_SKILL_R2", "INTERPOLATION_SHARE"]
+           "NO_SKILL_R2", "INTERPOLATION_SHARE", "ISLAND_VALUES"]
 
 #: the check's rows: every row up to this many, else a uniform sample of them (one
 #: Cholesky of this size, a fraction of one NLML evaluation of the fits that need it)
@@ -48,6 +48,8 @@ LOO_ROWS = 2000
 NO_SKILL_R2 = 0.05
 #: a lengthscale below this share of its column's standard deviation interpolates
 INTERPOLATION_SHARE = 1e-3
+#: ... in a column where at least this share of the rows have distinct values
+ISLAND_VALUES = 0.1
 
 
 def loo_residuals(L: torch.Tensor, alpha: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -166,8 +168,17 @@ def _percent(r2: float) -> str:
 
 def _lengthscale_share(kernel: Any, X: torch.Tensor) -> float | None:
     """The smallest ratio of a lengthscale to its column's standard deviation (one
-    lengthscale for every column: against their median); None when there are none."""
+    lengthscale for every column: against their median); None when there are none.
+
+    Only columns with a value for about every row are judged (at least
+    :data:`ISLAND_VALUES` of the rows distinct): below the gap between its few values
+    (a one-hot code, an indicator, a year) a lengthscale separates those values'
+    groups, as a kernel over categories does, and leaves every row within a group
+    correlated with the others."""
     std = X.std(0) if X.shape[0] > 1 else X.new_zeros(X.shape[1])
+    values = torch.tensor([torch.unique(X[:, j]).numel() for j in range(X.shape[1])],
+                          device=std.device)
+    std = torch.where(values >= ISLAND_VALUES * X.shape[0], std, torch.zeros_like(std))
     shares = []
     for name, sub, desc in positive_params(kernel):
         if not name.endswith("lengthscale"):
