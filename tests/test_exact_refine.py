@@ -138,6 +138,47 @@ def test_the_refinement_keeps_its_time_allowance(monkeypatch):
     assert unlimited.n_evals == 3
 
 
+def test_an_evaluation_still_solving_at_the_allowance_is_abandoned(monkeypatch):
+    """Every kernel product takes 1 s of a fake clock and CG is asked for a tight
+    tolerance, so one evaluation outlasts the allowance: it is abandoned there (not run
+    to its end, as near a small noise one step can need hundreds of iterations), and θ
+    is the last accepted step's."""
+    import gpscale.models.exact_cg as exact_cg
+    import gpscale.train.exact_refine as exact_refine
+
+    clock = _Clock(0.0)
+    real_cg = exact_cg.cg
+
+    def timed_cg(matmul, *args, **kwargs):
+        def product(v):
+            clock.now += 1.0
+            return matmul(v)
+        return real_cg(product, *args, **kwargs)
+
+    X, y = _data(n=300, noise=0.01, seed=3)
+    model = ExactGP(Scale(RBF(torch.tensor([2.0, 2.0, 2.0]), ard_dims=3)), X, y,
+                    noise=0.5, solver=ConjugateGradients(block_dtype="float64", tol=1e-10,
+                                                         precond_rank=0))
+    start = [p.detach().clone() for p in model.parameters()]
+    monkeypatch.setattr(exact_cg, "cg", timed_cg)
+    monkeypatch.setattr(exact_refine, "time", clock)
+    free = refine_on_rows(model, 1, probes=8, seed=0)  # one evaluation, no allowance
+    assert free.n_evals == 1 and clock.now > 20
+    each = clock.now
+    for p, p0 in zip(model.parameters(), start):
+        p.data.copy_(p0)
+    clock.now = 0.0
+    cut = refine_on_rows(model, 25, probes=8, seed=0, time_limit=0.5 * each)
+    assert clock.now <= 0.5 * each + 1  # at most the product under way at the limit
+    assert cut.n_evals == 0 and cut.reason == f"time allowance of {0.5 * each:g} s"
+    for p, p0 in zip(model.parameters(), start):  # the start: no step was accepted
+        torch.testing.assert_close(p.detach(), p0, rtol=1e-12, atol=1e-12)
+    clock.now = 0.0
+    later = refine_on_rows(model, 25, probes=8, seed=0, time_limit=2.5 * each)
+    assert clock.now <= 2.5 * each + 1 and 1 <= later.n_evals < 25
+    assert later.reason.startswith("time allowance") and torch.isfinite(model.noise)
+
+
 def test_refine_auto_warns_when_its_planned_time_runs_out(monkeypatch):
     import gpscale.methods.exact as exact_method
     import gpscale.train.exact_refine as exact_refine

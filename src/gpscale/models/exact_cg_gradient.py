@@ -26,7 +26,11 @@ import torch
 
 from ..linalg.lowrank import factor_gram
 
-__all__ = ["StochasticGradient", "ProbeDraws"]
+__all__ = ["StochasticGradient", "ProbeDraws", "SolveCut"]
+
+
+class SolveCut(Exception):
+    """A gradient's CG was ended by its ``stop`` before it converged: no gradient."""
 
 
 class ProbeDraws:
@@ -78,9 +82,12 @@ class StochasticGradient:
         self.draws = ProbeDraws(model.n, 0 if self.L is None else self.L.shape[1], self.t,
                                 self.seed, model.X.dtype, model.X.device)
 
-    def __call__(self) -> tuple[dict[torch.Tensor, torch.Tensor], dict[str, Any]]:
+    def __call__(self, stop: Any = None
+                 ) -> tuple[dict[torch.Tensor, torch.Tensor], dict[str, Any]]:
         """(gradients by parameter, info: CG iterations and residual, the data-fit term
-        ½ rᵀα, seconds); the solution [α, U] is kept as the next call's start."""
+        ½ rᵀα, seconds); the solution [α, U] is kept as the next call's start.
+        ``stop()``, asked at every CG iteration, ends the solve: :class:`SolveCut` is
+        raised unless it had converged, and the kept solution stays the last call's."""
         t0 = time.perf_counter()
         model, solver = self.model, self.model.solver
         noise = model.noise.detach()
@@ -92,7 +99,16 @@ class StochasticGradient:
             W = Z / op.noise_column() if precond is None else precond(Z)
             r = model.y - model.mean_constant.detach()
             B = torch.cat([r[:, None], Z], 1)
-            sol, info, op = solver.run_cg(model, op, B, precond, self.solution)
+            halted = []
+
+            def halt(rel: torch.Tensor) -> bool:
+                if stop is not None and stop():
+                    halted.append(True)
+                return bool(halted)
+
+            sol, info, op = solver.run_cg(model, op, B, precond, self.solution, stop=halt)
+            if halted and not info.converged:
+                raise SolveCut(f"CG stopped after {info.iterations} iterations")
             alpha, U = sol[:, 0], sol[:, 1:]
             t = self.draws.t
             left = torch.cat([-alpha[:, None], U / t], 1).mul_(0.5)   # G = left @ rightᵀ

@@ -23,7 +23,7 @@ from typing import Any
 import torch
 
 from ..linalg.cholesky import CholeskyError
-from ..models.exact_cg_gradient import StochasticGradient
+from ..models.exact_cg_gradient import SolveCut, StochasticGradient
 from ..params import FLOOR_MARGIN, inv_softplus, positive_params
 from .lbfgs import OUT_OF_TIME
 from .result import FitResult, theta_of
@@ -56,8 +56,10 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
     solution (a warm start), not at the final θ.
     ``callback(evaluation, info)`` after every evaluation. ``model``: an
     :class:`~gpscale.models.ExactGP` with the CG solver. ``time_limit`` (seconds): no
-    evaluation starts that would end past it, judged by the last one's time; θ is then
-    the last accepted step's and the result's reason says so.
+    evaluation starts that would end past it, judged by the last one's time, and one
+    whose CG is still running at it is abandoned (near a small noise one step can need
+    hundreds of iterations); θ is then the last accepted step's and the result's reason
+    says so.
 
     Not Adam (BBMM's and Wang et al.'s optimiser): it moves each raw parameter by about
     its learning rate per step, so from a sample fit that ended with the noise at its
@@ -74,10 +76,16 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
     first = 0  # CG iterations of the first solve with the current preconditioner
     finite = coords.values()  # the last θ whose gradient was finite
 
+    def past_limit() -> bool:
+        return time_limit is not None and time.perf_counter() - t0 >= time_limit
+
     def gradient(x: torch.Tensor) -> torch.Tensor:
         nonlocal first, finite
         coords.assign(x)
-        grads, info = estimate()
+        try:
+            grads, info = estimate(stop=past_limit if time_limit is not None else None)
+        except SolveCut:
+            raise _OutOfTime from None
         g = coords.gradient(grads)
         if not bool(torch.isfinite(g).all()):
             raise _Diverged
@@ -106,10 +114,13 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
         last = history[-1]["seconds"] if history else 0.0  # by the last one's time
         return time_limit is not None and time.perf_counter() - t0 + last >= time_limit
 
+    def cut() -> bool:  # an evaluation was abandoned at the limit
+        return time_limit is not None and time.perf_counter() - t0 >= time_limit
+
     try:
         x, converged = _lbfgs(gradient, coords.values(), steps, min_step, stale, out_of_time)
         reason = f"steps below {min_step:g}" if converged else \
-            f"{OUT_OF_TIME} of {time_limit:g} s" if out_of_time() else \
+            f"{OUT_OF_TIME} of {time_limit:g} s" if out_of_time() or cut() else \
             f"{steps} gradient evaluations"
         estimate.keep_weights()
     except (_Diverged, CholeskyError):  # a non-finite gradient: keep the last finite θ
@@ -126,6 +137,10 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
 
 class _Diverged(ArithmeticError):
     """The stochastic gradient came back NaN or infinite."""
+
+
+class _OutOfTime(Exception):
+    """An evaluation was abandoned at the time limit."""
 
 
 class LogCoordinates:
@@ -187,11 +202,28 @@ def _lbfgs(gradient, x: torch.Tensor, budget: int, min_step: float, stale=None,
     ``cap`` (at first :data:`MAX_STEP`). ``stale()``, asked after every step, says that
     the gradient itself has changed (new probes): the memory is dropped and the
     gradient at x evaluated again. ``out_of_time()``, asked before every evaluation, ends
-    the search at the last accepted point."""
+    the search at the last accepted point, as does an evaluation abandoned at the limit
+    (:class:`_OutOfTime`)."""
+    try:
+        return _lbfgs_steps(gradient, x, budget, min_step, stale, out_of_time, memory)
+    except _OutOfTime as stopped:
+        return stopped.args[0], False
+
+
+def _lbfgs_steps(gradient, x, budget, min_step, stale, out_of_time, memory):
+    """:func:`_lbfgs`'s iterations; an abandoned evaluation raises :class:`_OutOfTime`
+    carrying the last accepted point."""
     late = out_of_time or (lambda: False)
+
+    def evaluate(point: torch.Tensor) -> torch.Tensor:
+        try:
+            return gradient(point)
+        except _OutOfTime:
+            raise _OutOfTime(x) from None  # x: the last accepted point, as it is now
+
     S: list[torch.Tensor] = []
     Y: list[torch.Tensor] = []
-    g = gradient(x)
+    g = evaluate(x)
     used, cap = 1, MAX_STEP
     while used < budget and not late():
         d = -_two_loop(g, S, Y)
@@ -208,7 +240,7 @@ def _lbfgs(gradient, x: torch.Tensor, budget: int, min_step: float, stale=None,
         for _ in range(MAX_LINE_EVALS):
             if used >= budget or late():
                 break
-            g_a = gradient(x + a * d)
+            g_a = evaluate(x + a * d)
             used += 1
             da = float(g_a @ d)
             if abs(da) <= 0.5 * abs(d0):
@@ -244,7 +276,7 @@ def _lbfgs(gradient, x: torch.Tensor, budget: int, min_step: float, stale=None,
             return x, True
         if stale is not None and used < budget and not late() and stale():
             S, Y = [], []
-            g = gradient(x)
+            g = evaluate(x)
             used += 1
     return x, False
 
