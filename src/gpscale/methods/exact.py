@@ -27,7 +27,7 @@ from ..models.skill import fit_skill
 from ..priors import Prior, resolve_priors
 from ..progress import progress_bar, progress_note
 from ..train import FitResult, fit_lbfgs
-from ..train.deadline import Deadline
+from ..train.deadline import MORE_TIME, Deadline
 from ..train.exact_refine import PROBES, refine_on_rows
 from ..train.lbfgs import OUT_OF_TIME, warn_if_out_of_time
 from ..train.starts import fit_from_sqrt_d, sample_rows
@@ -285,7 +285,7 @@ def _plan_rest(solver: ConjugateGradients, sample: ExactGP, n: int, d: int, rbf:
             warnings.warn(
                 f"the budget leaves no time to refine θ on all {n} rows (about "
                 f"{left:.0f} s left, the posterior's solve estimated at {solve_s:.0f} s); "
-                "θ is the sample's. A larger budget refines it", ConvergenceWarning,
+                f"θ is the sample's. {MORE_TIME}", ConvergenceWarning,
                 stacklevel=3)
             refine, planned = 0, None
     each = refine_seconds(n, d, rbf) if refine else 0.0

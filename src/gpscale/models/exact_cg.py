@@ -332,11 +332,12 @@ class ConjugateGradients:
             "precond_rank": self.rank_used, "precond_seconds": t_pre,
             "seconds": time.perf_counter() - t0, "residuals": residuals, "stopped": stopped}
         if stopped:
+            from ..train.deadline import MORE_TIME  # (train imports models)
             warnings.warn(f"CG stopped at the fit's time allowance after {info.iterations} "
                           "iterations, at relative residual "
                           f"{float(info.rel_residual.max()):.2e} (tol {self.tol:g} asked): "
                           "predictive means are about that fraction of y's spread from the "
-                          "exact solve's. A larger budget solves to tol",
+                          f"exact solve's. {MORE_TIME}",
                           RuntimeWarning, stacklevel=3)
         elif not info.converged:
             warnings.warn(f"CG stopped after {info.iterations} iterations at relative "

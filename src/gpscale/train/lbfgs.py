@@ -14,7 +14,7 @@ from ..linalg import CholeskyError
 from ..params import positive_params
 from ..progress import progress_bar
 from ..rng import as_generator
-from .deadline import Deadline
+from .deadline import MORE_TIME, Deadline
 from .result import FitResult, restore, snapshot, theta_of
 from .warning_types import ConvergenceWarning
 
@@ -32,7 +32,7 @@ def warn_if_out_of_time(result: FitResult, search: str,
     if result.reason == OUT_OF_TIME:
         warnings.warn(f"{search} stopped at the fit's time allowance after "
                       f"{result.n_evals} evaluations, before its stopping rule held; "
-                      f"{kept}. A larger budget lets it finish", ConvergenceWarning,
+                      f"{kept}. {MORE_TIME}", ConvergenceWarning,
                       stacklevel=3)
     return result
 
