@@ -13,7 +13,14 @@ from typing import Any
 
 from tqdm.auto import tqdm
 
-__all__ = ["progress_bar", "progress_note"]
+__all__ = ["progress_bar", "progress_note", "MORE_TIME"]
+
+#: what a warning of a stage cut at its time allowance tells the user to do: under
+#: ``method="auto"`` the allowance, not the budget, binds once twice the estimate is below
+#: the budget
+MORE_TIME = ("A longer time allowance lets it finish (time_limit=SECONDS, --option "
+             "time_limit=SECONDS; under method='auto' the allowance is the budget, at most "
+             "twice the printed estimate)")
 
 
 def progress_bar(progress: bool | None, **kwargs: Any) -> tqdm:

@@ -25,9 +25,9 @@ from ..models import ConjugateGradients, ExactGP
 from ..models.copies import Copies, keep_copies, merge_copies, rows_variance
 from ..models.skill import fit_skill
 from ..priors import Prior, resolve_priors
-from ..progress import progress_bar, progress_note
+from ..progress import MORE_TIME, progress_bar, progress_note
 from ..train import FitResult, fit_lbfgs
-from ..train.deadline import MORE_TIME, Deadline
+from ..train.deadline import Deadline
 from ..train.exact_refine import PROBES, refine_on_rows
 from ..train.lbfgs import OUT_OF_TIME, warn_if_out_of_time
 from ..train.starts import fit_from_sqrt_d, sample_rows

@@ -42,7 +42,7 @@ from ..linalg.cg import cg
 from ..linalg.cluster_operator import ClusterOperator
 from ..linalg.lowrank import low_rank_inverse
 from ..linalg.operator import KernelOperator
-from ..progress import progress_bar
+from ..progress import MORE_TIME, progress_bar
 from .base import MeanAndVariance
 from .iterative_variance import LanczosVariance, PathwiseVariance, variance_cache
 from .precond import check_preconditioner, low_rank_factor
@@ -332,7 +332,6 @@ class ConjugateGradients:
             "precond_rank": self.rank_used, "precond_seconds": t_pre,
             "seconds": time.perf_counter() - t0, "residuals": residuals, "stopped": stopped}
         if stopped:
-            from ..train.deadline import MORE_TIME  # (train imports models)
             warnings.warn(f"CG stopped at the fit's time allowance after {info.iterations} "
                           "iterations, at relative residual "
                           f"{float(info.rel_residual.max()):.2e} (tol {self.tol:g} asked): "

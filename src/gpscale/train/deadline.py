@@ -7,13 +7,7 @@ from __future__ import annotations
 import math
 import time
 
-__all__ = ["Deadline", "MORE_TIME"]
-
-#: what a cut warning tells the user to do: the allowance, not the budget, is what binds
-#: under ``method="auto"`` once twice its estimate is below the budget
-MORE_TIME = ("A longer time allowance lets it finish (time_limit=SECONDS, --option "
-             "time_limit=SECONDS; under method='auto' the allowance is the budget, at most "
-             "twice the printed estimate)")
+__all__ = ["Deadline"]
 
 
 class Deadline:

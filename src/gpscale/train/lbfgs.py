@@ -12,9 +12,9 @@ from torch import nn
 
 from ..linalg import CholeskyError
 from ..params import positive_params
-from ..progress import progress_bar
+from ..progress import MORE_TIME, progress_bar
 from ..rng import as_generator
-from .deadline import MORE_TIME, Deadline
+from .deadline import Deadline
 from .result import FitResult, restore, snapshot, theta_of
 from .warning_types import ConvergenceWarning
 
