@@ -76,7 +76,7 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
     first = 0  # CG iterations of the first solve with the current preconditioner
     finite = coords.values()  # the last θ whose gradient was finite
 
-    def past_limit() -> bool:
+    def past_limit() -> bool:  # CG's stop inside an evaluation
         return time_limit is not None and time.perf_counter() - t0 >= time_limit
 
     def gradient(x: torch.Tensor) -> torch.Tensor:
@@ -114,13 +114,10 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
         last = history[-1]["seconds"] if history else 0.0  # by the last one's time
         return time_limit is not None and time.perf_counter() - t0 + last >= time_limit
 
-    def cut() -> bool:  # an evaluation was abandoned at the limit
-        return time_limit is not None and time.perf_counter() - t0 >= time_limit
-
     try:
         x, converged = _lbfgs(gradient, coords.values(), steps, min_step, stale, out_of_time)
         reason = f"steps below {min_step:g}" if converged else \
-            f"{OUT_OF_TIME} of {time_limit:g} s" if out_of_time() or cut() else \
+            f"{OUT_OF_TIME} of {time_limit:g} s" if out_of_time() or past_limit() else \
             f"{steps} gradient evaluations"
         estimate.keep_weights()
     except (_Diverged, CholeskyError):  # a non-finite gradient: keep the last finite θ
