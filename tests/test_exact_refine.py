@@ -173,6 +173,12 @@ def test_an_evaluation_still_solving_at_the_allowance_is_abandoned(monkeypatch):
     assert cut.n_evals == 0 and cut.reason == f"time allowance of {0.5 * each:g} s"
     for p, p0 in zip(model.parameters(), start):  # the start: no step was accepted
         torch.testing.assert_close(p.detach(), p0, rtol=1e-12, atol=1e-12)
+    for p, p0 in zip(model.parameters(), start):
+        p.data.copy_(p0)
+    clock.now = 0.0  # with a grace of 0.3 of a step: abandoned that much later
+    graced = refine_on_rows(model, 25, probes=8, seed=0, time_limit=0.5 * each,
+                            grace=0.3 * each)
+    assert 0.8 * each <= clock.now <= 0.8 * each + 1 and graced.n_evals == 0
     clock.now = 0.0
     later = refine_on_rows(model, 25, probes=8, seed=0, time_limit=2.5 * each)
     assert clock.now <= 2.5 * each + 1 and 1 <= later.n_evals < 25

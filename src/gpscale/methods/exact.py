@@ -203,7 +203,8 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
                 steps = refine_on_rows(model, refine, probes=check_int("probes", probes, 1),
                                        seed=0 if seed is None else seed,
                                        callback=lambda evaluation, info: bar.update(),
-                                       time_limit=planned)  # ... and keeps to them
+                                       time_limit=planned,  # ... and keeps to them,
+                                       grace=refine_seconds(n, d, rbf))  # a step's grace
             if steps.reason.startswith(OUT_OF_TIME):
                 warnings.warn(
                     f"the refinement of θ on every row stopped at its planned "

@@ -45,7 +45,7 @@ REFRESH_AFTER, REFRESH_SLACK = 3, 10
 
 def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
                    min_step: float = 0.01, callback: Any = None,
-                   time_limit: float | None = None) -> FitResult:
+                   time_limit: float | None = None, grace: float = 0.0) -> FitResult:
     """At most ``steps`` evaluations of the stochastic NLML gradient on all of the
     model's rows (module docstring), moving its hyperparameters from where they are.
 
@@ -57,9 +57,10 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
     ``callback(evaluation, info)`` after every evaluation. ``model``: an
     :class:`~gpscale.models.ExactGP` with the CG solver. ``time_limit`` (seconds): no
     evaluation starts that would end past it, judged by the last one's time, and one
-    whose CG is still running at it is abandoned (near a small noise one step can need
-    hundreds of iterations); θ is then the last accepted step's and the result's reason
-    says so.
+    whose CG is still running ``grace`` seconds past it is abandoned (near a small noise
+    one step can need hundreds of iterations; the grace lets a step that was planned to
+    end near the limit finish); θ is then the last accepted step's and the result's
+    reason says so.
 
     Not Adam (BBMM's and Wang et al.'s optimiser): it moves each raw parameter by about
     its learning rate per step, so from a sample fit that ended with the noise at its
@@ -77,7 +78,7 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
     finite = coords.values()  # the last θ whose gradient was finite
 
     def past_limit() -> bool:  # CG's stop inside an evaluation
-        return time_limit is not None and time.perf_counter() - t0 >= time_limit
+        return time_limit is not None and time.perf_counter() - t0 >= time_limit + grace
 
     def gradient(x: torch.Tensor) -> torch.Tensor:
         nonlocal first, finite
