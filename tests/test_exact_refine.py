@@ -183,6 +183,12 @@ def test_an_evaluation_still_solving_at_the_allowance_is_abandoned(monkeypatch):
     later = refine_on_rows(model, 25, probes=8, seed=0, time_limit=2.5 * each)
     assert clock.now <= 2.5 * each + 1 and 1 <= later.n_evals < 25
     assert later.reason.startswith("time allowance") and torch.isfinite(model.noise)
+    for p, p0 in zip(model.parameters(), start):
+        p.data.copy_(p0)
+    clock.now = 0.0  # every evaluation asked for ran, the last ending in its grace
+    spent = refine_on_rows(model, 1, probes=8, seed=0, time_limit=0.8 * each,
+                           grace=0.5 * each)
+    assert spent.n_evals == 1 and spent.reason == "1 gradient evaluations"
 
 
 def test_refine_auto_warns_when_its_planned_time_runs_out(monkeypatch):

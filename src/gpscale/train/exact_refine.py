@@ -118,6 +118,7 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
     try:
         x, converged = _lbfgs(gradient, coords.values(), steps, min_step, stale, out_of_time)
         reason = f"steps below {min_step:g}" if converged else \
+            f"{steps} gradient evaluations" if len(history) >= steps else \
             f"{OUT_OF_TIME} of {time_limit:g} s" if out_of_time() else \
             f"{steps} gradient evaluations"
         estimate.keep_weights()
