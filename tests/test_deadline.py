@@ -16,7 +16,6 @@ from gpscale.kernels import RBF, Scale
 from gpscale.linalg.cg import cg
 from gpscale.methods import METHODS
 from gpscale.methods.auto import DEFAULT_BUDGET, EXACT_SECONDS, Choice, time_allowance
-from gpscale.methods.cost import refine_seconds
 from gpscale.methods.exact import fit_exact
 from gpscale.methods.kernel_choice import CANDIDATES, choose_kernel
 from gpscale.models import ConjugateGradients, ExactGP
@@ -159,36 +158,6 @@ def test_the_iterative_fit_keeps_its_allowance(clock):
     assert torch.isfinite(pred.mean).all() and (pred.var > 0).all()
 
 
-def _refine_plan(clock, **limits):
-    """The plan of an iterative fit on a clock that stands still, with ``limits``."""
-    X, y = _data(n=500, seed=3)
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        _, result = fit_exact(X, y, Scale(RBF(torch.ones(3), ard_dims=3)), solver="cg",
-                              subsample=150, refine=2, probes=4, seed=0, **limits)
-    plan = next(h for h in result.history if h.get("phase") == "plan")
-    return plan, " | ".join(str(w.message) for w in caught)
-
-
-def test_the_time_planned_shortens_the_refinement_not_the_limit(clock):
-    """time_target (auto passes the time it printed): the refinement's allowance leaves
-    the solve its margin and an evaluation its grace before the target; the time limit,
-    where it ends sooner, still binds; a target already passed drops the refinement and
-    says which bound did."""
-    each = refine_seconds(500, 3, True)
-    plan, _ = _refine_plan(clock, time_target=1000.0)
-    solve = plan["solve_estimate_s"]
-    assert plan["refine_allowance_s"] == pytest.approx(1000.0 - 2 * solve - each)
-    assert plan["time_target_left_s"] == pytest.approx(1000.0) and plan["refine"] == 2
-    plan, _ = _refine_plan(clock, time_target=1000.0, time_limit=400.0)
-    assert plan["refine_allowance_s"] == pytest.approx(400.0 - 2 * solve)
-    plan, said = _refine_plan(clock, time_target=0.0, time_limit=400.0)
-    assert plan["refine"] == 0 and plan["refine_allowance_s"] is None
-    assert "the time planned for the fit leaves no time to refine" in said
-    plan, said = _refine_plan(clock, time_target=1000.0, time_limit=0.0)
-    assert plan["refine"] == 0 and "the budget leaves no time to refine" in said
-
-
 def test_without_a_limit_nothing_is_cut(clock):
     clock.step = 1.0  # the clock runs, but no deadline reads it
     X, y = _data(n=500, seed=3)
@@ -257,28 +226,6 @@ def test_auto_gives_the_method_its_budget():
     named = make_plan(data, "exact", kernel, options={"time_limit": 12.0})
     assert named.time_limit == 12.0
     assert "time_limit" in METHODS["exact"].options
-
-
-def test_auto_plans_the_fit_against_the_time_it_printed(monkeypatch):
-    """Under auto the exact fit's time_target is the estimate printed (less what the
-    kernel's choice took); a time_limit the user gives replaces both; a named method
-    plans against a target only when given one."""
-    data = gpscale.io.training_data(*(t.numpy() for t in _data(n=300, seed=6)))
-    kernel = gpscale.kernels.make_kernel("rbf-ard", 3)
-    auto = make_plan(data, "auto", kernel)
-    assert auto.time_target == auto.choice.seconds
-    assert make_plan(data, "auto", kernel, options={"time_limit": 30.0}).time_target is None
-    assert make_plan(data, "exact", kernel).time_target is None
-    assert make_plan(data, "exact", kernel, options={"time_target": 9.0}).time_target == 9.0
-    seen = []
-    real = METHODS["exact"].fit_fn
-    monkeypatch.setitem(METHODS, "exact", dataclasses.replace(
-        METHODS["exact"], fit_fn=lambda *a, **kw: seen.append(kw) or real(*a, **kw)))
-    X, y = _data(n=80, seed=7)
-    pred = gpscale.fit(X.numpy(), y.numpy(), method="auto", kernel="rbf-ard")
-    gpscale.fit(X.numpy(), y.numpy(), method="exact", kernel="rbf-ard")
-    assert 0 <= seen[0]["time_target"] <= pred.choice.seconds
-    assert "time_target" not in seen[1]
 
 
 def test_a_time_limit_reaches_the_exact_fit_through_the_api(monkeypatch):

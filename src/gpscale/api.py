@@ -110,17 +110,15 @@ def run(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
                          "name the target column of a file or data frame with target=")
     keeps_time = plan.time_limit is not None and "time_limit" in (m.options or ())
     deadline = Deadline.of(plan.time_limit if keeps_time else None)
-    aims = plan.time_target is not None and "time_target" in (m.options or ())
-    target = Deadline.of(plan.time_target if aims else None)
     cluster = (scheduler, workers) if plan.on_cluster else (None, None)
     with connect(*cluster) as client:
         if m.streams and (client is not None or data.pair is None):
             scaler, model, result = _fit_rows(m, data.source, kernel, standardize, client,
-                                              plan.options, deadline, target)
+                                              plan.options, deadline)
             kernel_choice = None
         else:
             scaler, model, result, kernel_name, kernel_choice = _fit_held(
-                plan, data, kernel, kernel_name, standardize, client, deadline, target)
+                plan, data, kernel, kernel_name, standardize, client, deadline)
         if hasattr(model, "freeze"):  # let go of rows not held and of the cluster,
             model.freeze()  # keeping what prediction needs, read while the cluster is up
     if kernel_name == AUTO_KERNEL:  # read in passes: the method's default kernel
@@ -132,15 +130,13 @@ def run(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
 
 
 def _fit_held(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
-              standardize: bool, client: Any, deadline: Deadline | None = None,
-              target: Deadline | None = None
+              standardize: bool, client: Any, deadline: Deadline | None = None
               ) -> tuple[Any, Any, Any, str, KernelChoice | None]:
     """Every row in memory, standardised, as tensors: the method gets X, y (or, when it
     reads passes or minibatches, :class:`Rows` holding them), and ``kernel="auto"`` its
     kernel chosen from them (:func:`~gpscale.methods.kernel_choice.kernel_for`).
     ``deadline``: the plan's time allowance, shared by the kernel's choice and the
-    method (its ``time_limit``: what is left); ``target``: the time the fit plans to end
-    within (the method's ``time_target``: what is left)."""
+    method (its ``time_limit``: what is left)."""
     m, options = plan.method, plan.options
     scaler, Xs, ys = scaled_in_memory(data, standardize, kernel.raw_columns)
     pick = None
@@ -155,29 +151,24 @@ def _fit_held(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
             extra = {"client": client} if m.cluster else {}
             if deadline is not None:  # what the kernel's choice left of the allowance
                 extra["time_limit"] = deadline.left()
-            if target is not None:  # ... and of the time planned
-                extra["time_target"] = target.left()
             model, result = m.fit_fn(*args, kernel, **{**options, **extra})
     check_skill(model, result, lambda rows: (Xs, ys))  # sample_skill draws its rows
     return scaler, model, result, kernel_name, None if pick is None else pick.choice
 
 
 def _fit_rows(m: Method, source: Source, kernel: Kernel, standardize: bool, client: Any,
-              options: dict[str, Any], deadline: Deadline | None = None,
-              target: Deadline | None = None):
+              options: dict[str, Any], deadline: Deadline | None = None):
     """Rows left in their partitions: the scaler from one moments pass, then the method's
     passes or minibatches (on ``client``'s workers when given); the model keeps the
     statistics it needs, not the rows (``freeze``), read while the cluster is up.
     ``deadline``: the plan's time allowance (the method's ``time_limit``: what the
-    moments pass left of it); ``target``: likewise the time planned (``time_target``)."""
+    moments pass left of it)."""
     d = source.num_features
     parts = tuple(source.partitions())
     scaler = rows_scaler(parts, d, standardize, with_codes(kernel.raw_columns, source), client)
     rows = Rows(parts, d, scaler, client)
     if deadline is not None:
         options = {**options, "time_limit": deadline.left()}
-    if target is not None:
-        options = {**options, "time_target": target.left()}
     with _own_units(standardize, m.name):
         model, result = m.fit_fn(rows, None, kernel, **options)
     if model.n < 2:

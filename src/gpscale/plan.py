@@ -65,18 +65,6 @@ class Plan:
         return time_allowance(self.choice, self.budget)
 
     @property
-    def time_target(self) -> float | None:
-        """Seconds the fit plans to end within, for a method that plans its stages
-        against it (a ``time_target`` option): the one given as that option, else the
-        estimate ``auto`` printed (None where it gave the fit a ``time_limit`` of its
-        own, or made no estimate)."""
-        if self.options.get("time_target") is not None:
-            return float(self.options["time_target"])
-        if self.choice is None or self.options.get("time_limit") is not None:
-            return None
-        return self.choice.seconds
-
-    @property
     def reads(self) -> str:
         """How the method reads the rows: ``"memory"``, ``"passes"`` or
         ``"minibatches"``."""

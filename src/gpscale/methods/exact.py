@@ -76,8 +76,8 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
               solver: str = "auto", subsample: int | None = None, cg_tol: float = 1e-3,
               precond_rank: int | None = None, block_dtype: str | None = None,
               refine: int | str = "auto", probes: int = PROBES,
-              client: Any = None, time_limit: float | None = None,
-              time_target: float | None = None) -> tuple[ExactGP, FitResult]:
+              client: Any = None, time_limit: float | None = None
+              ) -> tuple[ExactGP, FitResult]:
     """Exact GP by L-BFGS (:func:`gpscale.train.fit_lbfgs`); ``noise`` is the initial
     noise variance in the units of y given (standardised ones by default). Rows that
     repeat an input are merged first (:func:`gpscale.models.copies.merge_copies`: the
@@ -135,12 +135,6 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
     :meth:`~gpscale.models.ConjugateGradients.rank_for`), and CG ends at the deadline
     once its residual is within :data:`~gpscale.models.exact_cg.LOOSE_TOL`. Each cut
     is warned, saying what it cost.
-
-    ``time_target`` (seconds; ``method="auto"`` passes what is left of the time it
-    printed): the time the fit plans to end within. The refinement's share is planned
-    to end by then, leaving the posterior's solve its margin and an evaluation under way
-    its grace, so that stages which took longer than estimated shorten the refinement
-    rather than the promise; ``time_limit`` stays the end no stage passes.
     """
     seed = None if seed is None else check_int("seed", seed, 0)
     if init not in ("auto", "given"):
@@ -149,7 +143,6 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
         raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
     dtype = as_dtype(dtype)
     deadline = Deadline.of(time_limit)  # a ValueError for a negative or NaN one
-    target = Deadline.of(time_target)
     t0 = time.perf_counter()
     X, y, copies = merge_copies(X, y)
     n, d = int(X.shape[0]), int(X.shape[1])
@@ -197,7 +190,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
         solver_cg = ConjugateGradients(tol=check_positive("cg_tol", cg_tol),
                                        seed=0 if seed is None else seed, client=client,
                                        **given)
-        plan = _plan_rest(solver_cg, small, n, d, rbf, refine, planned, deadline, target)
+        plan = _plan_rest(solver_cg, small, n, d, rbf, refine, planned, deadline)
         refine, planned = plan["refine"], plan["refine_allowance_s"]
         result.history.append({"phase": "plan", "seconds": time.perf_counter() - t0, **plan})
         progress_note(progress, _plan_line(plan, len(keep), n, time.perf_counter() - t0))
@@ -217,8 +210,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
                     f"the refinement of θ on every row stopped at its planned "
                     f"{planned:.3g} s after {steps.n_evals} of {refine} gradient "
                     "evaluations (CG took more iterations than the cost model assumed, or "
-                    "the stages before it took longer than estimated); θ is the last "
-                    f"accepted step's. {MORE_TIME}",
+                    "the budget left no more time); θ is the last accepted step's",
                     ConvergenceWarning, stacklevel=2)
             result.history.extend(steps.history)
             result.wall_s += steps.wall_s
@@ -277,42 +269,31 @@ def _fit_cholesky(X: torch.Tensor, y: torch.Tensor, copies: Copies | None, kerne
 
 
 def _plan_rest(solver: ConjugateGradients, sample: ExactGP, n: int, d: int, rbf: bool,
-               refine: int, planned: float | None, deadline: Deadline | None,
-               target: Deadline | None = None) -> dict[str, Any]:
+               refine: int, planned: float | None, deadline: Deadline | None
+               ) -> dict[str, Any]:
     """What is left of an iterative fit once θ is fitted on the sample: the posterior's
     solve, estimated with the preconditioner's rank that the sample's fit needs
     (:meth:`~gpscale.models.ConjugateGradients.rank_for`: the noise against the signal
     sets it), and the refinement's evaluations and allowance within the time left (all
-    of them dropped, and warned, where not even one fits). The allowance leaves the
-    solve :data:`SOLVE_MARGIN` times its estimate before ``deadline``, and before
-    ``target`` (the time the fit plans to end within) also one evaluation's time, the
-    grace an evaluation under way at the allowance's end is given."""
+    of them dropped, and warned, where not even one fits)."""
     rank = solver.rank_for(sample, n)
     solve_s = solve_seconds(n, d, rank)
-    each = refine_seconds(n, d, rbf)
     left = None if deadline is None else deadline.left()
-    aim = None if target is None else target.left()
-    rooms = {}  # what bounds the refinement's allowance: seconds it leaves
-    if left is not None:
-        rooms["the budget"] = left - SOLVE_MARGIN * solve_s
-    if aim is not None:
-        rooms["the time planned for the fit"] = aim - SOLVE_MARGIN * solve_s - each
-    if refine and rooms:
-        bound = min(rooms, key=rooms.get)
-        planned = rooms[bound] if planned is None else min(planned, rooms[bound])
-        if planned < each:
+    if refine and left is not None:
+        room = left - SOLVE_MARGIN * solve_s
+        planned = room if planned is None else min(planned, room)
+        if planned < refine_seconds(n, d, rbf):
             warnings.warn(
-                f"{bound} leaves no time to refine θ on all {n} rows (about "
-                f"{left if bound == 'the budget' else aim:.0f} s left, the posterior's "
-                f"solve estimated at {solve_s:.0f} s); θ is the sample's. {MORE_TIME}",
-                ConvergenceWarning, stacklevel=3)
+                f"the budget leaves no time to refine θ on all {n} rows (about "
+                f"{left:.0f} s left, the posterior's solve estimated at {solve_s:.0f} s); "
+                f"θ is the sample's. {MORE_TIME}", ConvergenceWarning,
+                stacklevel=3)
             refine, planned = 0, None
-    refine_s = 0.0
-    if refine:
-        refine_s = min(refine * each, planned) if planned is not None else refine * each
+    each = refine_seconds(n, d, rbf) if refine else 0.0
+    refine_s = min(refine * each, planned) if planned is not None else refine * each
     return {"precond_rank_estimate": rank, "solve_estimate_s": solve_s, "refine": refine,
             "refine_allowance_s": planned, "rest_estimate_s": solve_s + refine_s,
-            "time_left_s": left, "time_target_left_s": aim}
+            "time_left_s": left}
 
 
 def _plan_line(plan: dict[str, Any], rows: int, n: int, spent: float) -> str:

@@ -258,7 +258,7 @@ def kernel_for(method: Method, X: torch.Tensor, y: torch.Tensor, options: dict[s
                            if make_kernel(c, d).spectral_density() is not None)
     if method.fit_fn is fit_exact:  # the candidates are fits of this very method
         fit_options = {k: v for k, v in options.items()
-                       if k not in _CG_OPTIONS + ("seed", "time_limit", "time_target")}
+                       if k not in _CG_OPTIONS + ("seed", "time_limit")}
         # a fit's seed moves only its restarts: without one, no fit repeats another
         own = rows >= X.shape[0] and (seed is not None or not options.get("restarts"))
     else:
