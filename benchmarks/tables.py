@@ -173,7 +173,9 @@ def _child(method, train, test, target, exclude, seed, threads, queue) -> None:
         tr, te = pd.read_csv(train)[target], pd.read_csv(test)[target].to_numpy()
         out = {"fit_s": fit_s, "predict_s": pred_s, **extra,
                **_metrics(te, mean, std, float(tr.mean()), float(tr.std(ddof=0))),
-               "warnings": sorted({type(w.message).__name__ for w in caught})}
+               # the message, not only its class: what a cut fit says it cost
+               "warnings": sorted({f"{type(w.message).__name__}: {str(w.message)[:200]}"
+                                   for w in caught})}
     except Exception as err:  # noqa: BLE001 - a refused table is a result to report
         out = {"error": f"{type(err).__name__}: {err}"}
     out["peak_rss_mib"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

@@ -117,10 +117,9 @@ def refine_on_rows(model: Any, steps: int, probes: int = PROBES, seed: int = 0,
 
     try:
         x, converged = _lbfgs(gradient, coords.values(), steps, min_step, stale, out_of_time)
+        cut = len(history) < steps and out_of_time()  # not when every step was taken
         reason = f"steps below {min_step:g}" if converged else \
-            f"{steps} gradient evaluations" if len(history) >= steps else \
-            f"{OUT_OF_TIME} of {time_limit:g} s" if out_of_time() else \
-            f"{steps} gradient evaluations"
+            f"{OUT_OF_TIME} of {time_limit:g} s" if cut else f"{steps} gradient evaluations"
         estimate.keep_weights()
     except (_Diverged, CholeskyError):  # a non-finite gradient: keep the last finite θ
         x, converged, reason = finite, False, "diverged"
