@@ -162,30 +162,30 @@ def test_an_evaluation_still_solving_at_the_allowance_is_abandoned(monkeypatch):
     start = [p.detach().clone() for p in model.parameters()]
     monkeypatch.setattr(exact_cg, "cg", timed_cg)
     monkeypatch.setattr(exact_refine, "time", clock)
+
+    def from_start():  # θ and the clock back where they began
+        for p, p0 in zip(model.parameters(), start):
+            p.data.copy_(p0)
+        clock.now = 0.0
+
     free = refine_on_rows(model, 1, probes=8, seed=0)  # one evaluation, no allowance
     assert free.n_evals == 1 and clock.now > 20
     each = clock.now
-    for p, p0 in zip(model.parameters(), start):
-        p.data.copy_(p0)
-    clock.now = 0.0
+    from_start()
     cut = refine_on_rows(model, 25, probes=8, seed=0, time_limit=0.5 * each)
     assert clock.now <= 0.5 * each + 1  # at most the product under way at the limit
     assert cut.n_evals == 0 and cut.reason == f"time allowance of {0.5 * each:g} s"
     for p, p0 in zip(model.parameters(), start):  # the start: no step was accepted
         torch.testing.assert_close(p.detach(), p0, rtol=1e-12, atol=1e-12)
-    for p, p0 in zip(model.parameters(), start):
-        p.data.copy_(p0)
-    clock.now = 0.0  # with a grace of 0.3 of a step: abandoned that much later
+    from_start()  # with a grace of 0.3 of a step: abandoned that much later
     graced = refine_on_rows(model, 25, probes=8, seed=0, time_limit=0.5 * each,
                             grace=0.3 * each)
     assert 0.8 * each <= clock.now <= 0.8 * each + 1 and graced.n_evals == 0
-    clock.now = 0.0
+    from_start()
     later = refine_on_rows(model, 25, probes=8, seed=0, time_limit=2.5 * each)
     assert clock.now <= 2.5 * each + 1 and 1 <= later.n_evals < 25
     assert later.reason.startswith("time allowance") and torch.isfinite(model.noise)
-    for p, p0 in zip(model.parameters(), start):
-        p.data.copy_(p0)
-    clock.now = 0.0  # every evaluation asked for ran, the last ending in its grace
+    from_start()  # every evaluation asked for ran, the last ending in its grace
     spent = refine_on_rows(model, 1, probes=8, seed=0, time_limit=0.8 * each,
                            grace=0.5 * each)
     assert spent.n_evals == 1 and spent.reason == "1 gradient evaluations"
