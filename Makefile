@@ -17,11 +17,15 @@ install: $(STAMP)
 demo: $(STAMP)
 	$(VENV)/bin/gpscale demo
 
+# One pytest-xdist worker a core (at most 4), whole files to a worker so that a file's
+# LocalCluster fixture starts once; tests/conftest.py gives each worker its share of threads.
+XDIST := -n logical --maxprocesses 4 --dist loadfile
+
 test: $(STAMP)
-	$(VENV)/bin/python -m pytest -q
+	$(VENV)/bin/python -m pytest -q $(XDIST)
 
 test-all: $(STAMP)
-	$(VENV)/bin/python -m pytest -q -m ''
+	$(VENV)/bin/python -m pytest -q $(XDIST) -m ''
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check src tests benchmarks

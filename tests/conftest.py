@@ -41,3 +41,11 @@ CHEAP_OPTIONS = {
 def cheap_options():
     """Cheap options per registered method (a copy)."""
     return {k: dict(v) for k, v in CHEAP_OPTIONS.items()}
+
+
+def pytest_configure(config):
+    """Under pytest-xdist each worker takes its share of the cores (unless the caller set
+    OMP_NUM_THREADS), so that two workers on two cores do not run two BLAS threads each."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers and "OMP_NUM_THREADS" not in os.environ:
+        torch.set_num_threads(max(1, len(os.sched_getaffinity(0)) // int(workers)))

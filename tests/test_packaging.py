@@ -36,8 +36,8 @@ BENCHMARKS = ROOT / "benchmarks"
 
 #: import name -> distribution name, where they differ
 DIST_OF_IMPORT = {"sklearn": "scikit-learn"}
-#: declared for their command, never imported
-TOOLS = {"ruff"}
+#: declared for their command or as a pytest plugin (make test's -n), never imported
+TOOLS = {"ruff", "pytest-xdist"}
 #: sub-packages that belong to an extra: they may import that extra's packages at any level
 EXTRA_MODULES = {"gpscale.sklearn": ("sklearn",)}
 #: the extras the benchmarks may import besides the core packages
