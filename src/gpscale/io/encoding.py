@@ -6,16 +6,18 @@ Every input column has a kind, told from its type before any row is read
 - ``number``: integers, floats, booleans. Missing values (null or NaN) are filled with
   the training mean, which standardises to 0, and a 0/1 column ``NAME (missing)`` says
   which rows were filled;
-- ``category``: strings, pandas ``category`` and Arrow dictionary columns, and integer
-  columns named in ``categorical=``. Each training level is a 0/1 column ``NAME=LEVEL``
-  (one-hot, left unstandardised); a missing value is a level of its own, the last
-  column ``NAME (missing)``, distinct from any level's value (a level may be the text
-  "(missing)"). A level never seen in training gets all zeros (the prior of an unknown
-  level) and a warning;
-- ``date``: Arrow date / timestamp types, pandas ``datetime64`` and strings that parse as
-  ISO dates: days since the first training date, then as a number, followed by the sin /
-  cos pairs of the periodic components asked for (``date_features=``, :mod:`.dates`);
-  a missing date is the training mean date in all of them.
+- ``category``: strings (trimmed), pandas ``category`` and Arrow dictionary columns, and
+  integer columns named in ``categorical=``. Each level of the rows with a target is a
+  0/1 column ``NAME=LEVEL`` (one-hot, left unstandardised); a missing value is a level
+  of its own, the last column ``NAME (missing)``, distinct from any level's value (a
+  level may be the text "(missing)"). A level never seen in training gets all zeros
+  (the prior of an unknown level) and a warning;
+- ``date``: Arrow date / timestamp types, pandas ``datetime64`` and text whose sampled
+  values are mostly ISO dates (:mod:`.text_kind`, which also refuses dates and numbers
+  written in forms gpscale does not read): days since the first training date, then as a
+  number, followed by the sin / cos pairs of the periodic components asked for
+  (``date_features=``, :mod:`.dates`); a missing date is the training mean date in all
+  of them.
 
 The levels, means and first date are learned by one pass over the rows
 (:mod:`gpscale.io.survey`); a :class:`TableEncoding` holds them, is saved with the model
@@ -34,7 +36,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .batch import Batch, Columns, Origin, check_finite, float_column, numeric_type
-from .dates import ISO_DATE, days, periodic, periodic_names
+from .dates import days, periodic, periodic_names
+from .text_kind import text_kind
 
 __all__ = ["ColumnCode", "TableEncoding", "column_kind", "KINDS", "MISSING_LEVEL",
            "UnseenLevelWarning"]
@@ -71,10 +74,8 @@ def column_kind(name: str, t: pa.DataType, sample: Sequence[Any] = (),
     if pa.types.is_date(t) or pa.types.is_timestamp(t):
         return "date"
     if pa.types.is_string(t) or pa.types.is_large_string(t):
-        values = [v for v in sample if v is not None][:DATE_SAMPLE]
-        if values and all(isinstance(v, str) and ISO_DATE.match(v.strip()) for v in values):
-            return "date"
-        return "category"
+        values = [v.strip() for v in sample if isinstance(v, str) and v.strip()]
+        return text_kind(name, values[:DATE_SAMPLE])
     raise ValueError(f"column {name!r} has type {t}, which gpscale cannot use as an input "
                      f"(numbers, strings, categories and dates are); leave it out with "
                      f"--exclude {name} (exclude=[{name!r}] in Python)")
@@ -292,7 +293,7 @@ def _flat(col: Any) -> pa.Array:
 
 def as_strings(col: Any) -> pa.Array:
     """A categorical column's values as strings (dictionary columns decoded; integer
-    codes as their digits)."""
+    codes as their digits), without leading or trailing white space."""
     col = _flat(col)
     if pa.types.is_dictionary(col.type):
         col = col.dictionary_decode()
@@ -304,4 +305,4 @@ def as_strings(col: Any) -> pa.Array:
                                    mask=np.isnan(v)), pa.string())
     if col.type != pa.string():
         col = pc.cast(col, pa.string())
-    return col
+    return pc.utf8_trim_whitespace(col)  # ' b' is 'b', as numbers and dates are read

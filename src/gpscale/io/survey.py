@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 
 from ..parallel.cluster import map_partitions
 from .batch import float_column
@@ -80,8 +81,11 @@ def partition_survey(partition: Any, kinds: TableEncoding, target: str | None,
     stats = TableStats({c.name: ColumnStats() for c in kinds.codes})
     for table in partition.tables(rows):
         stats.rows += table.num_rows
-        if target is not None:
-            stats.no_target += int(np.isnan(float_column(table.column(target))).sum())
+        if target is not None:  # the encoding is learned from the rows trained on
+            unlabelled = np.isnan(float_column(table.column(target)))
+            stats.no_target += int(unlabelled.sum())
+            if unlabelled.any():
+                table = table.filter(pa.array(~unlabelled))
         for c in kinds.codes:
             s, col = stats.columns[c.name], table.column(c.name)
             if c.kind == "category":
