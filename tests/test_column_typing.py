@@ -123,3 +123,29 @@ def test_a_level_seen_only_on_rows_without_a_target_is_unknown():
     model = gpscale.fit(df, target="y", **FIT)
     with pytest.warns(UnseenLevelWarning):
         model.predict(pd.DataFrame({"c": ["z"]}))
+
+
+@pytest.mark.parametrize("cols", [["k", "i"], ["k", "b"], ["d", "i"], ["c", "f"],
+                                  ["c", "d", "i", "f", "b", "k"]])
+def test_the_estimator_takes_every_pandas_dtype_fit_takes(cols):
+    """Item 8: a category or date column beside a nullable one raised pandas' cast error
+    in scikit-learn's array check."""
+    from gpscale.sklearn import GPRegressor
+
+    rng = np.random.default_rng(3)
+    n = 60
+    df = pd.DataFrame({
+        "c": pd.array(rng.choice(["a", "b"], n), dtype="string"),
+        "k": pd.Categorical(rng.choice(["u", "v"], n)),
+        "i": pd.array(rng.integers(0, 5, n), dtype="Int64"),
+        "f": pd.array(rng.standard_normal(n), dtype="Float64"),
+        "b": pd.array(rng.random(n) < 0.5, dtype="boolean"),
+        "d": pd.to_datetime("2020-01-01") + pd.to_timedelta(rng.integers(0, 300, n), unit="D")})
+    df.loc[3, "i"], df.loc[4, "f"], df.loc[5, "b"] = pd.NA, pd.NA, pd.NA
+    y = rng.standard_normal(n)
+    est = GPRegressor(max_iter=3).fit(df[cols], y)
+    assert list(est.feature_names_in_) == cols and est.n_features_in_ == len(cols)
+    want = gpscale.fit(df[cols].assign(y=y), target="y", max_iter=3).predict(df[cols][:5])
+    np.testing.assert_allclose(est.predict(df[cols][:5]), want, rtol=1e-12, atol=1e-12)
+    with pytest.raises(ValueError, match="feature names"):
+        est.predict(df[cols[::-1]][:5])

@@ -13,7 +13,12 @@ import numpy as np
 
 try:
     from sklearn.base import BaseEstimator, RegressorMixin
-    from sklearn.utils.validation import check_is_fitted, validate_data
+    from sklearn.utils.validation import (
+        check_array,
+        check_consistent_length,
+        check_is_fitted,
+        validate_data,
+    )
 except ImportError as err:  # validate_data is new in scikit-learn 1.6
     raise ImportError(f"gpscale.sklearn needs scikit-learn >= 1.6 ({err}): "
                       "pip install 'gpscale[sklearn]'") from err
@@ -90,10 +95,14 @@ class GPRegressor(RegressorMixin, BaseEstimator):
         (:mod:`gpscale.io.encoding`), and ``predict`` then takes such frames."""
         self.table_ = is_table(X)
         if self.table_:
-            validate_data(self, X, y, y_numeric=True, dtype=None, ensure_all_finite=False,
-                          ensure_min_samples=2)
+            # names and count only: scikit-learn's array check casts nullable and category
+            # columns to one dtype, which the table's own encoding does column by column
+            validate_data(self, X, skip_check_array=True)
+            y = check_array(y, ensure_2d=False, dtype=np.float64, ensure_all_finite=False,
+                            ensure_min_samples=2, input_name="y").reshape(-1)
+            check_consistent_length(X, y)
             target = _unused_name(X)
-            frame = X.assign(**{target: np.asarray(y, dtype=np.float64).reshape(-1)})
+            frame = X.assign(**{target: y})
             self.predictor_ = api.fit(frame, target=target, method=self.method,
                                       kernel=self.kernel, standardize=self.standardize,
                                       **self._method_options())
@@ -116,7 +125,7 @@ class GPRegressor(RegressorMixin, BaseEstimator):
             if not hasattr(X, "columns"):
                 raise ValueError("this model was fit on a DataFrame of table columns; "
                                  "predict takes a DataFrame with those columns")
-            validate_data(self, X, reset=False, dtype=None, ensure_all_finite=False)
+            validate_data(self, X, reset=False, skip_check_array=True)
         else:
             X = validate_data(self, X, reset=False, dtype=np.float64)
         return self.predictor_.predict(X, return_std=return_std)
