@@ -31,8 +31,8 @@ def _spectrum_matrix(p, g, lam):
     return (Q * lam) @ Q.T
 
 
-def _check(A, noise, a_max=None):
-    P, (value, inverse), _ = project_A_factored(A, noise, a_max)
+def _check(A, noise, a_max=None, test_inside=True):
+    P, (value, inverse), _ = project_A_factored(A, noise, a_max, test_inside)
     ref = _clip(A, noise, a_max)
     scale = float(ref.abs().max())
     # the clip to 1e-10 relative, wherever the inside test lands
@@ -58,7 +58,8 @@ def test_factored_projection_equals_clip(p, noise, seed, shift, bounded):
     lam = noise * (1 + shift + 0.5 * torch.rand(p, generator=g, dtype=D64))
     A = _spectrum_matrix(p, g, lam) + 1e-3 * noise * torch.randn(p, p, generator=g,
                                                                  dtype=D64)
-    _check(A, noise, 2.5 * noise if bounded else None)
+    for test_inside in (True, False):
+        _check(A, noise, 2.5 * noise if bounded else None, test_inside)
 
 
 @pytest.mark.parametrize("rel", [0.0, 1e-15, -1e-15, 1e-13, -1e-13, 1e-8, -1e-8])
@@ -70,8 +71,9 @@ def test_factored_projection_near_the_bound(rel, seed):
     noise, p = 0.3, 12
     lam = noise * (1 + 5 * torch.rand(p, generator=g, dtype=D64))
     lam[: p // 2] = noise * (1 + rel)
-    _check(_spectrum_matrix(p, g, lam), noise)
-    _check(_spectrum_matrix(p, g, lam), noise, a_max=float(lam.max()) * (1 + rel))
+    for test_inside in (True, False):
+        _check(_spectrum_matrix(p, g, lam), noise, test_inside=test_inside)
+        _check(_spectrum_matrix(p, g, lam), noise, float(lam.max()) * (1 + rel), test_inside)
 
 
 def test_factored_projection_branches():
@@ -151,8 +153,8 @@ def _recorded_fit(monkeypatch, projection, **kw):
         log["A"].append(out[0].clone())
         return out
 
-    def factored_rec(A, noise, a_max=None):
-        out = factored(A, noise, a_max)
+    def factored_rec(A, noise, a_max=None, test_inside=True):
+        out = factored(A, noise, a_max, test_inside)
         log["noise"].append(float(noise))
         log["A"].append(out[0].clone())
         log["clipped"].append(out[2])

@@ -172,8 +172,9 @@ def fit_minimax(
     module docstring); S̄ then comes from a second, independently seeded stream.
     ``projection``: how step 1 projects A and hands log|A|, A⁻¹ to the next step;
     ``"auto"`` (:func:`~gpscale.train.weight_space.project_A_factored`: a Cholesky test
-    skips the eigendecomposition when A is already inside Ω₁, and the clip and A⁻¹ are
-    formed over the smaller eigenvector sets) or ``"eigh"`` (:func:`~gpscale.train.
+    skips the eigendecomposition when A is already inside Ω₁, tried less often while
+    steps keep clipping, and the clip and A⁻¹ are formed over the smaller eigenvector
+    sets) or ``"eigh"`` (:func:`~gpscale.train.
     weight_space.project_A`: U clip(Λ) Uᵀ and U Λ⁻¹ Uᵀ in full); the same iterates to
     rounding.
     """
@@ -213,6 +214,9 @@ def fit_minimax(
     # instead of a Cholesky factor (None before the first)
     spectrum = None
     log_n = d * math.log(n)
+    # the inside test (a Cholesky) is wasted while A keeps leaving Ω₁ (AdaDelta's steps
+    # do at every step): after a clip it waits 1, 2, 4, … up to 64 projections
+    backoff = {"wait": 0, "next": 1}
 
     def project() -> None:
         nonlocal spectrum
@@ -222,7 +226,15 @@ def fit_minimax(
                 projected, spectrum = project_A(A_bar, sigma2 / n, zeta_max,
                                                 return_eig=True)
             else:
-                projected, spectrum, _ = project_A_factored(A_bar, sigma2 / n, zeta_max)
+                test = backoff["wait"] == 0
+                backoff["wait"] = max(backoff["wait"] - 1, 0)
+                projected, spectrum, clipped = project_A_factored(
+                    A_bar, sigma2 / n, zeta_max, test_inside=test)
+                if test and clipped:
+                    backoff["wait"] = backoff["next"]
+                    backoff["next"] = min(2 * backoff["next"], 64)
+                elif test:
+                    backoff["next"] = 1
             A_bar.copy_(projected)
             if zeta_max is not None:
                 for p in (w, *alpha):

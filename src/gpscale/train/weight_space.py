@@ -178,46 +178,48 @@ def project_A(A: torch.Tensor, noise: float | torch.Tensor,
 
 
 def project_A_factored(A: torch.Tensor, noise: float | torch.Tensor,
-                       a_max: float | None = None
+                       a_max: float | None = None, test_inside: bool = True
                        ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor], bool]:
     """:func:`project_A` (§3.1, Ω₁) returning (P, (log|P|, P⁻¹), clipped): the projection
     with the log-determinant and inverse the next step's h(A) = log|A| needs.
 
-    Inside test: when A − σ²I (and a_max I − A) has a Cholesky factor, A is inside Ω₁,
-    the clip changes nothing and P = A; log|P| and P⁻¹ then come from P's own Cholesky
-    factor (about d³ flops in all instead of an eigendecomposition's ~9d³). Otherwise
-    P = U clip(Λ) Uᵀ by one eigendecomposition, formed as A + U_c (clip(λ_c) − λ_c) U_cᵀ
-    over the k clipped eigenpairs when k ≤ d/2 (2d²k flops, not 2d³), and
-    P⁻¹ = I/σ² + U_r (1/λ_r − 1/σ²) U_rᵀ over the r eigenvalues not on the bound σ²."""
+    Inside test (``test_inside``): when A − σ²I (and a_max I − A) has a Cholesky factor,
+    A is inside Ω₁, the clip changes nothing and P = A; log|P| and P⁻¹ then come from P's
+    own Cholesky factor (about d³ flops in all instead of an eigendecomposition's ~9d³).
+    Otherwise P = U clip(Λ) Uᵀ by one eigendecomposition, formed as
+    A + U_c (clip(λ_c) − λ_c) U_cᵀ over the k clipped eigenpairs when k ≤ d/2 (2d²k
+    flops, not 2d³), and P⁻¹ = I/σ² + U_r (1/λ_r − 1/σ²) U_rᵀ over the r eigenvalues
+    above σ² (λ ascending: the clipped ones are U's first and last columns)."""
     if A.ndim != 2 or A.shape[0] != A.shape[1]:
         raise ValueError(f"A must be a square matrix, got shape {tuple(A.shape)}")
     sym = 0.5 * (A + A.mT)
     d = sym.shape[0]
     lower = float(noise)
-    eye = torch.eye(d, dtype=sym.dtype, device=sym.device)
-    inside = bool(torch.linalg.cholesky_ex(sym - lower * eye)[1] == 0)
-    if inside and a_max is not None:
-        inside = bool(torch.linalg.cholesky_ex(a_max * eye - sym)[1] == 0)
-    if inside:
-        L, info = torch.linalg.cholesky_ex(sym)
-        if int(info) == 0:  # sym ⪰ σ²I ≻ 0 in exact arithmetic: fails only by rounding
-            value = 2.0 * torch.log(torch.diagonal(L)).sum()
-            return sym, (value, torch.cholesky_inverse(L)), False
+    if test_inside:
+        eye = torch.eye(d, dtype=sym.dtype, device=sym.device)
+        inside = bool(torch.linalg.cholesky_ex(sym - lower * eye)[1] == 0)
+        if inside and a_max is not None:
+            inside = bool(torch.linalg.cholesky_ex(a_max * eye - sym)[1] == 0)
+        if inside:
+            L, info = torch.linalg.cholesky_ex(sym)
+            if int(info) == 0:  # sym ⪰ σ²I ≻ 0 in exact arithmetic: fails only by rounding
+                value = 2.0 * torch.log(torch.diagonal(L)).sum()
+                return sym, (value, torch.cholesky_inverse(L)), False
     lam, U = robust_eigh(sym)
     clipped = lam.clamp(min=lower, max=a_max)
-    change = clipped - lam
-    moved = change != 0
-    k = int(moved.sum())
-    if k <= d // 2:
-        Uc = U[:, moved]
-        projected = sym + (Uc * change[moved]) @ Uc.mT
+    low = int((lam < lower).sum())
+    high = 0 if a_max is None else int((lam > a_max).sum())
+    if low + high <= d // 2:
+        projected = sym.clone()
+        for cols in (slice(0, low), slice(d - high, d)):
+            Uc = U[:, cols]
+            projected.addmm_(Uc * (clipped[cols] - lam[cols]), Uc.mT)
     else:
         projected = (U * clipped) @ U.mT
-    free = clipped != lower
-    Ur = U[:, free]
-    inverse = (Ur * (1.0 / clipped[free] - 1.0 / lower)) @ Ur.mT
+    Ur = U[:, low:]
+    inverse = (Ur * (1.0 / clipped[low:] - 1.0 / lower)) @ Ur.mT
     inverse.diagonal().add_(1.0 / lower)
-    return projected, (torch.log(clipped).sum(), inverse), k > 0
+    return projected, (torch.log(clipped).sum(), inverse), low + high > 0
 
 
 def project_B(B: torch.Tensor, radius: float = 1.0) -> torch.Tensor:
