@@ -260,22 +260,28 @@ def test_psi_batch_from_the_projection_spectrum_equals_cholesky(p, seed, noise, 
         assert torch.allclose(got, ref, rtol=1e-10, atol=1e-10 * (1 + ref.abs().max()))
 
 
-def test_minimax_fit_with_spectral_logdet_equals_cholesky(monkeypatch):
-    """The whole MINIMAX fit, its projections handing their eigendecompositions to the
-    next step, equals the same fit with log|A| by Cholesky at every step."""
+@pytest.mark.parametrize("projection", ["eigh", "auto"])
+def test_minimax_fit_with_spectral_logdet_equals_cholesky(monkeypatch, projection):
+    """The whole MINIMAX fit, its projections handing their eigendecompositions (or
+    log|A| and A⁻¹) to the next step, equals the same fit with log|A| by Cholesky at
+    every step."""
     import gpscale.train.stochastic as stochastic
 
     X, y = _toy(n=60)
 
     def fit():
         return fit_minimax(X, y, RandomFourierFeatures(2, 10, seed=0), batch_size=10,
-                           epochs=3, optimizer="adam", lr=0.02, seed=1)
+                           epochs=3, optimizer="adam", lr=0.02, seed=1,
+                           projection=projection)
 
     model, res = fit()
-    project = stochastic.project_A
+    project, factored = stochastic.project_A, stochastic.project_A_factored
     monkeypatch.setattr(stochastic, "project_A",
                         lambda A, noise, a_max=None, return_eig=False:
                         (project(A, noise, a_max), None))
+    monkeypatch.setattr(stochastic, "project_A_factored",
+                        lambda A, noise, a_max=None, test_inside=True:
+                        (factored(A, noise, a_max, test_inside)[0], None, True))
     ref_model, ref = fit()
     assert res.objective == pytest.approx(ref.objective, rel=1e-10)
     assert float(model.noise) == pytest.approx(float(ref_model.noise), rel=1e-9)

@@ -49,6 +49,7 @@ from .weight_space import (
     grad_B,
     optimal_w,
     project_A,
+    project_A_factored,
     project_B,
     psi_batch,
     scgd_batch,
@@ -142,6 +143,7 @@ def fit_minimax(
     zeta_max: float | None = None, lr_schedule: str = "constant", seed: int = 0,
     eval_every: int | None = None, max_time: float | None = None,
     track_constraint: bool = False, progress: bool = False, buffer_rows: int | None = None,
+    projection: str = "auto",
     dtype: torch.dtype = torch.float64, device: torch.device | str | None = None,
 ) -> tuple[FeatureGP, FitResult]:
     """MINIMAX (§3.1): min over ζ = (θ, A) of max over ‖B‖_F ≤ 1 of
@@ -168,7 +170,16 @@ def fit_minimax(
     checkpoint of the history (one more statistics pass per checkpoint).
     ``buffer_rows``: the shuffle buffer when ``X`` is :class:`~gpscale.io.Rows` (see the
     module docstring); S̄ then comes from a second, independently seeded stream.
+    ``projection``: how step 1 projects A and hands log|A|, A⁻¹ to the next step;
+    ``"auto"`` (:func:`~gpscale.train.weight_space.project_A_factored`: a Cholesky test
+    skips the eigendecomposition when A is already inside Ω₁, tried less often while
+    steps keep clipping, and the clip and A⁻¹ are formed over the smaller eigenvector
+    sets) or ``"eigh"`` (:func:`~gpscale.train.
+    weight_space.project_A`: U clip(Λ) Uᵀ and U Λ⁻¹ Uᵀ in full); the same iterates to
+    rounding.
     """
+    if projection not in ("auto", "eigh"):
+        raise ValueError(f"projection must be 'auto' or 'eigh', got {projection!r}")
     if dual_init not in ("balanced", "zero"):
         raise ValueError(f"dual_init must be 'balanced' or 'zero', got {dual_init!r}")
     lr_schedule = check_lr_schedule(lr_schedule)
@@ -198,15 +209,32 @@ def fit_minimax(
     opt_max = make_optimizer(optimizer, [B], lr_max if lr_max is not None else lr)
     steps_per_epoch = math.ceil(n / check_batch_size(batch_size, n))
 
-    # A_bar's eigendecomposition (λ, U) from the last projection: the next step takes
-    # log|A| and its gradient from it instead of a Cholesky factor (None before the first)
+    # what the last projection knows of A_bar: its eigendecomposition (λ, U) ("eigh") or
+    # (log|A_bar|, A_bar⁻¹) ("auto"); the next step takes log|A| and its gradient from it
+    # instead of a Cholesky factor (None before the first)
     spectrum = None
+    log_n = d * math.log(n)
+    # the inside test (a Cholesky) is wasted while A keeps leaving Ω₁ (AdaDelta's steps
+    # do at every step): after a clip it waits 1, 2, 4, … up to 64 projections
+    backoff = {"wait": 0, "next": 1}
 
     def project() -> None:
         nonlocal spectrum
         with torch.no_grad():
             sigma2.clamp_(min=noise_min, max=zeta_max)
-            projected, spectrum = project_A(A_bar, sigma2 / n, zeta_max, return_eig=True)
+            if projection == "eigh":
+                projected, spectrum = project_A(A_bar, sigma2 / n, zeta_max,
+                                                return_eig=True)
+            else:
+                test = backoff["wait"] == 0
+                backoff["wait"] = max(backoff["wait"] - 1, 0)
+                projected, spectrum, clipped = project_A_factored(
+                    A_bar, sigma2 / n, zeta_max, test_inside=test)
+                if test and clipped:
+                    backoff["wait"] = backoff["next"]
+                    backoff["next"] = min(2 * backoff["next"], 64)
+                elif test:
+                    backoff["next"] = 1
             A_bar.copy_(projected)
             if zeta_max is not None:
                 for p in (w, *alpha):
@@ -218,9 +246,13 @@ def fit_minimax(
         s = X_S.shape[0]
         opt_min.zero_grad(set_to_none=True)
         phi = model.features(X_S)
-        eig = None if spectrum is None else (n * spectrum[0], spectrum[1])
+        eig = known = None  # log|n A_bar| = d log n + log|A_bar|, (n A_bar)⁻¹ = A_bar⁻¹/n
+        if spectrum is not None and projection == "eigh":
+            eig = (n * spectrum[0], spectrum[1])
+        elif spectrum is not None:
+            known = (spectrum[0] + log_n, spectrum[1] / n)
         loss = (n / s) * psi_batch(phi, y_S, n, w, sigma2, n * A_bar, B.detach(), mu_t,
-                                   eig=eig)
+                                   eig=eig, known=known)
         loss.backward()
         opt_min.step()
         project()
