@@ -215,9 +215,11 @@ def _kin_arguments(p) -> None:
     p.add_argument("--n-test", type=int, default=None,
                    help="test subsample (default all 30000; --quick 2000)")
     p.add_argument("--max-time", type=float, default=None,
-                   help="seconds per fit (default 1800; --quick 10)")
+                   help="seconds per fit (default none: each method's own stopping rule; "
+                   "--quick 10)")
     p.add_argument("--epochs", type=int, default=None,
-                   help="CholQR / selector epochs (default 100 / 10; --quick 3)")
+                   help="CholQR / selector epochs (default: CholQR until its sweep rule "
+                   "holds, selectors 10; --quick 3)")
     p.add_argument("--adam-steps", type=int, default=200, help="GPyTorch SGPR Adam steps")
     p.add_argument("--seed", type=int, default=0)
 
@@ -251,7 +253,7 @@ def kin40k_arrays(n_train: int | None, n_test: int | None, seed: int = 0):
     return Xtr, res / scale, Xte, yte, ytr, untransform
 
 
-def _fit_kin(method: str, X, y, m: int, args, epochs: int, max_time: float):
+def _fit_kin(method: str, X, y, m: int, args, epochs: int | None, max_time: float | None):
     """Train one method; returns (predict(X) -> (mean, var of y), objective, info)."""
     if method.startswith("cholqr"):
         from gpscale.train.cholqr import fit_cholqr
@@ -263,7 +265,7 @@ def _fit_kin(method: str, X, y, m: int, args, epochs: int, max_time: float):
         from gpscale.train.baselines import fit_selected
 
         model, res = fit_selected(method, X, y, _rbf(X.shape[1]), m, objective="vfe",
-                                  noise=0.1, seed=args.seed, epochs=min(epochs, 10),
+                                  noise=0.1, seed=args.seed, epochs=min(epochs or 10, 10),
                                   max_time=max_time)
     elif method == "sgpr":
         from gpscale.train.sgpr import fit_sgpr
@@ -304,8 +306,8 @@ def run_kin40k(args, rec) -> None:
     ms = sorted(args.m or ([16, 32] if quick else [128, 256, 512, 1024, 2048]))
     n_train = args.n_train or (600 if quick else None)
     n_test = args.n_test or (2000 if quick else None)
-    max_time = args.max_time or (10.0 if quick else 1800.0)
-    epochs = args.epochs or (3 if quick else 100)
+    max_time = args.max_time or (10.0 if quick else None)
+    epochs = args.epochs or (3 if quick else None)
     Xtr, ytr, Xte, yte, ytr_raw, untransform = kin40k_arrays(n_train, n_test, args.seed)
     dev = args.device
     X = torch.as_tensor(Xtr, dtype=torch.float64, device=dev)
