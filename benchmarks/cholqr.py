@@ -61,14 +61,14 @@ def _snelson_arguments(p) -> None:
                    "(spgp-clumps rows; default on)")
 
 
-def _fit_spgp(X, y, m: int, Z0):
+def _fit_spgp(X, y, m: int, Z0, max_iter: int = 500):
     """SPGP as Snelson's code runs it: y centred, SPGP's initial hyperparameters, Z0;
     returns (model, result, mean of y that was removed)."""
     from gpscale.train.spgp import fit_spgp, snelson_start
 
     mu = float(y.mean())
     model, res = fit_spgp(X, y - mu, _rbf(), m, init=Z0, prepare=snelson_start,
-                          max_iter=500, tol=None)
+                          max_iter=max_iter, tol=None)
     return model, res, mu
 
 
@@ -78,13 +78,14 @@ def _even(X, m: int):
                           device=X.device)[:, None]
 
 
-def _fit_snelson(method: str, X, y, m: int, init_idx: list[int], epochs: int, seed: int):
+def _fit_snelson(method: str, X, y, m: int, init_idx: list[int], epochs: int, seed: int,
+                 spgp_iter: int = 500):
     from gpscale.models.sparse import SparseGP
     from gpscale.train.cholqr import fit_cholqr
 
     if method in ("spgp", "spgp-uniform"):
         Z0 = X[init_idx].clone() if method == "spgp" else _even(X, m)
-        return _fit_spgp(X, y, m, Z0)
+        return _fit_spgp(X, y, m, Z0, spgp_iter)
     if method == "sgpr":
         from gpscale.train.sgpr import fit_sgpr
 
@@ -98,14 +99,15 @@ def _fit_snelson(method: str, X, y, m: int, init_idx: list[int], epochs: int, se
     return model, res, 0.0
 
 
-def _every_clump(rec, data: str, X, y, m: int, step: int = 1) -> list[float]:
+def _every_clump(rec, data: str, X, y, m: int, step: int = 1,
+                 max_iter: int = 500) -> list[float]:
     """SPGP from the clump of the m nearest neighbours of each training point in turn
     (every ``step``-th by x; Fig. 4(c)'s start, wherever it lies): one ``spgp-clumps``
     row per centre."""
     values = []
     for c in torch.argsort(X[:, 0]).tolist()[::step]:
         idx = torch.argsort(((X - X[c]) ** 2).sum(1), stable=True)[:m]
-        _, res, _ = _fit_spgp(X, y, m, X[idx].clone())
+        _, res, _ = _fit_spgp(X, y, m, X[idx].clone(), max_iter)
         values.append(res.objective)
         rec.record(kind="spgp-clumps", data=data, m=m, centre_x=round(float(X[c, 0]), 3),
                    value_nats=res.objective, reason=res.reason)
@@ -122,6 +124,7 @@ def run_snelson(args, rec) -> None:
 
     Xn, yn, _ = load_snelson()
     epochs = args.epochs or (5 if args.quick else 100)
+    spgp_iter = 40 if args.quick else 500  # SPGP's L-BFGS iterations
     dev = args.device
     X_all = torch.as_tensor(Xn, dtype=torch.float64, device=dev)
     y_all = torch.as_tensor(yn, dtype=torch.float64, device=dev)
@@ -137,7 +140,8 @@ def run_snelson(args, rec) -> None:
         init_idx = initial_inducing(X, m, "clump", torch.Generator().manual_seed(args.seed))
         for method in methods:
             t0 = time.perf_counter()
-            model, res, mu = _fit_snelson(method, X, y, m, init_idx, epochs, args.seed)
+            model, res, mu = _fit_snelson(method, X, y, m, init_idx, epochs, args.seed,
+                                          spgp_iter)
             secs = time.perf_counter() - t0
             Z = model.Z.detach()[:, 0]
             with torch.no_grad():
@@ -159,7 +163,7 @@ def run_snelson(args, rec) -> None:
             summary[f"{objective.split('-')[0]}_{method.replace('-', '_')}_{data[:3]}"] = \
                 res.objective
         if args.spgp_clumps and data == "sub-20":
-            clumps = _every_clump(rec, data, X, y, m, step=4 if args.quick else 1)
+            clumps = _every_clump(rec, data, X, y, m, 4 if args.quick else 1, spgp_iter)
             summary[f"fitc_spgp_clumps_mean_{data[:3]}"] = float(np.mean(clumps))
             summary[f"fitc_spgp_clumps_median_{data[:3]}"] = float(np.median(clumps))
     rec.summary(m=args.m, m_sub=args.m_sub, epochs=epochs, **summary)
