@@ -29,7 +29,8 @@ def dense_fitc_cov(k, X, Z, s2):
 
 
 def dense_nll(C, y):
-    return 0.5 * (y @ torch.linalg.solve(C, y) + torch.logdet(C) + y.shape[0] * math.log(2 * math.pi))
+    n = y.shape[0]
+    return 0.5 * (y @ torch.linalg.solve(C, y) + torch.logdet(C) + n * math.log(2 * math.pi))
 
 
 def test_nlml_equals_dense_gaussian_nll(device):

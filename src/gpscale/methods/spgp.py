@@ -31,8 +31,9 @@ def fit_spgp_method(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, m: int | N
                     device: torch.device | str | None = None,
                     dtype: torch.dtype | str = torch.float64,
                     time_limit: float | None = None) -> tuple[FITC, FitResult]:
-    """``method="spgp"``: m defaults to min(n / 2, 512) (m = n at Z = X is the exact GP); initial pseudo-inputs ``init``
-    ``"random"`` (m distinct training inputs, SPGP's start), ``"kmeans"`` or ``"clump"``.
+    """``method="spgp"``: m defaults to min(n / 2, 512) (m = n at Z = X is the exact
+    GP); initial pseudo-inputs ``init`` ``"random"`` (m distinct training inputs, SPGP's
+    start), ``"kmeans"`` or ``"clump"``.
     ``start``: ``"snelson"`` (SPGP's initial hyperparameters: lengthscales half each
     input's range, signal variance var(y), noise var(y)/4) or ``"given"`` (the kernel's
     and ``noise`` as passed). ``tol``, ``patience``: stop once the NLML moves by less
