@@ -15,7 +15,6 @@ from gpscale.kernels import RBF, Scale
 from gpscale.kernels.base import cross_matrix
 from gpscale.models.sparse import SparseGP
 from gpscale.models.vfe_bound import VFEBound
-from gpscale.params import LOG_2PI
 
 torch.set_num_threads(1)
 Xtr, ytr, *_ = kin40k_arrays(None, None, 0)
@@ -42,7 +41,7 @@ fa, ga = autograd_eval()
 fw, gw = written_out_eval()
 print(f"objective autograd {float(fa):.10g}  written-out {float(fw):.10g}  "
       f"diff {float(fa - fw):.3g}")
-for p, a, w in zip(params, ga, gw):
+for _p, a, w in zip(params, ga, gw):
     print(f"grad max |diff| {float((a - w).abs().max()):.3g}  (max |grad| "
           f"{float(a.abs().max()):.3g})")
 times = {"autograd": [], "written-out": []}
