@@ -73,7 +73,8 @@ def fit_method(method: str, X, y, kernel, m: int, seed: int, epochs: int,
                cholqr_epochs: int, max_time):
     """(model, FitResult) of one method. All start from σ² = 0.1 and unit signal
     variances, fit the VFE objective, and stop at a relative decrease below 1e-4 per
-    epoch or after ``max_time``; a CholQR epoch is min(60, m) swaps plus a bounded
+    epoch (CholQR: per sweep of ⌈m / 60⌉ epochs) or after ``max_time``; a CholQR epoch
+    is min(60, m) swaps plus a bounded
     hyperparameter phase, a baseline epoch a full re-selection plus the same phase."""
     from gpscale.train.baselines import fit_selected
 

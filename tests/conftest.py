@@ -33,7 +33,7 @@ CHEAP_OPTIONS = {
     "cholqr-vfe": {"m": 6, "max_epochs": 1}, "cholqr-dtc": {"m": 6, "max_epochs": 1},
     "minimax": {"epochs": 1, "num_features": 16}, "scgd": {"epochs": 1, "num_features": 16},
     "bsgd": {"epochs": 1, "num_features": 16}, "svgp": {"epochs": 1, "num_inducing": 5},
-    "sgpr": {"m": 6, "max_iter": 5},
+    "sgpr": {"m": 6, "max_iter": 5}, "spgp": {"m": 6, "max_iter": 5},
 }
 
 

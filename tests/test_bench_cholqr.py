@@ -21,10 +21,13 @@ def test_snelson_quick(tmp_path, data_dir):
     assert rc == 0
     row, recs = _summary(tmp_path, "cholqr-snelson")
     fits = [r for r in recs if r["kind"] == "fit"]
-    assert {r["method"] for r in fits} >= {"cholqr-mle", "cholqr-var"}
+    assert {r["method"] for r in fits} >= {"cholqr-mle", "cholqr-var", "spgp", "spgp-uniform"}
     for r in fits:
         assert math.isfinite(r["value_nats"]) and len(r["inducing_x"]) == r["m"]
     assert math.isfinite(row["vfe_cholqr_var_sub"])
+    clumps = [r for r in recs if r["kind"] == "spgp-clumps"]
+    assert len(clumps) == 5 and all(math.isfinite(r["value_nats"]) for r in clumps)
+    assert min(r["value_nats"] for r in clumps) <= row["fitc_spgp_clumps_median_sub"]
 
 
 def test_kin40k_quick(tmp_path, data_dir):

@@ -285,6 +285,27 @@ def test_fit_cholqr_m_equals_n_and_time_budget():
     assert res.reason == "max_time"  # an epoch cut short is not convergence
 
 
+def test_fit_cholqr_stops_when_a_sweep_improves_less_than_tol():
+    """§3.4's rule over a sweep: converged only once every inducing point was considered
+    (⌈m / swaps⌉ epochs) and the objective fell by less than tol over that sweep."""
+    assert cq.sweep_epochs(512, 10000, 60) == 9 and cq.sweep_epochs(60, 100, 60) == 1
+    assert cq.sweep_epochs(25, 25, 25) == 1  # m = n: nothing to swap
+    X, y, kern = _problem(60, 1, 9)
+    tol = 1e-3
+    _, res = cq.fit_cholqr(X, y, kern, 12, swaps_per_epoch=4, tol=tol, seed=1)  # no caps
+    objs = [h["objective"] for h in res.history]
+    last = len(objs) - 1
+    assert res.reason == "converged" and last >= 3
+    assert objs[last - 3] - objs[last] < tol * abs(objs[last - 3])
+    assert all(objs[e - 3] - objs[e] >= tol * abs(objs[e - 3]) for e in range(3, last))
+    _, one = cq.fit_cholqr(X, y, kern, 12, swaps_per_epoch=4, tol=tol, seed=1, window=1)
+    o1 = [h["objective"] for h in one.history]
+    assert one.reason == "converged" and o1[-2] - o1[-1] < tol * abs(o1[-2])
+    assert all(o1[e - 1] - o1[e] >= tol * abs(o1[e - 1]) for e in range(1, len(o1) - 1))
+    with pytest.raises(ValueError, match="window"):
+        cq.fit_cholqr(X, y, kern, 12, window=0)
+
+
 def test_fit_cholqr_interrupt_keeps_best(monkeypatch):
     X, y, kern = _problem(80, 1, 8)
     calls = {"n": 0}

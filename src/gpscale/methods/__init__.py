@@ -15,13 +15,14 @@
 ``bsgd``            FeatureGP, biased minibatch ML-II               (stochastic.py)
 ``svgp``            SVGP, minibatch ELBO                            (svgp.py)
 ``sgpr``            SGPR, m free inducing inputs, VFE by L-BFGS     (sgpr.py)
+``spgp``            FITC, m free pseudo-inputs, NLML by L-BFGS      (spgp.py)
 ==================  ============================================================
 
 Adding a method is adding a module here that calls :func:`register` (and importing it
 below).
 """
 
-from . import admm, cholqr, exact, grief, rff, sgpr, stochastic, svgp  # noqa: F401  (registers)
+from . import admm, cholqr, exact, grief, rff, sgpr, spgp, stochastic, svgp  # noqa: F401  (registers)
 from .registry import METHODS, Method, get_method, register, register_method
 
 __all__ = ["METHODS", "Method", "get_method", "register", "register_method"]

@@ -14,8 +14,10 @@ from .registry import register_method
 
 def _cholqr(objective: str):
     def fit_cholqr_method(X: torch.Tensor, y: torch.Tensor, kernel, m: int | None = None,
-                          noise: float = 0.1, init=None, seed: int = 0, max_epochs: int = 100,
+                          noise: float = 0.1, init=None, seed: int = 0,
+                          max_epochs: int | None = None,
                           max_time: float | None = None, z: int = 16, tol: float = 1e-4,
+                          window: int | None = None,
                           progress: bool = False, device: torch.device | str | None = None,
                           max_iter: int | None = None,
                           dtype: torch.dtype | str = torch.float64
@@ -24,12 +26,16 @@ def _cholqr(objective: str):
         max_epochs = max_epochs if max_iter is None else max_iter  # the CLI's --max-iter
         return fit_cholqr(X, y, kernel, m, objective=objective, noise=noise, init=init,
                           seed=seed, max_epochs=max_epochs, max_time=max_time, z=z, tol=tol,
+                          window=window,
                           progress=progress, dtype=as_dtype(dtype), device=device)
 
     fit_cholqr_method.__name__ = f"fit_cholqr_{objective}"
     fit_cholqr_method.__doc__ = (f"CholQR-{objective.upper()}: sparse GP on m (default "
                                  "min(n, 128)) training points chosen by swaps, jointly with "
-                                 "the hyperparameters (see gpscale.train.cholqr.fit_cholqr); "
+                                 "the hyperparameters (see gpscale.train.cholqr.fit_cholqr), "
+                                 "until the last sweep of every inducing point lowers the "
+                                 "objective by less than tol (relative; window epochs "
+                                 "instead when given); max_epochs, max_time: optional caps; "
                                  "max_iter is an alias of max_epochs.")
     return fit_cholqr_method
 

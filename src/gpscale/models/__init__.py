@@ -5,6 +5,7 @@ from .base import MODEL_CLASSES, GPModel, MeanAndVariance, model_class
 from .exact import Cholesky, ExactGP, gaussian_nll
 from .exact_cg import ConjugateGradients
 from .feature import FeatureGP, chunk_statistics
+from .fitc import FITC
 from .grief import GriefIPosterior, OrthogonalGrief, grief_preconditioner
 from .sgpr import SGPR
 from .sgpr_passes import StreamedSGPR
@@ -12,6 +13,6 @@ from .sparse import SparseGP
 from .svgp import SVGP
 
 __all__ = ["GPModel", "MeanAndVariance", "MODEL_CLASSES", "model_class", "ExactGP",
-           "FeatureGP", "chunk_statistics", "gaussian_nll", "GriefIPosterior",
+           "FeatureGP", "FITC", "chunk_statistics", "gaussian_nll", "GriefIPosterior",
            "OrthogonalGrief", "grief_preconditioner", "SGPR", "StreamedSGPR", "SparseGP", "SVGP",
            "Cholesky", "ConjugateGradients"]

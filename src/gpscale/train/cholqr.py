@@ -16,12 +16,18 @@ is minimised by block coordinate descent. Each epoch has
 2. a continuous phase: limited L-BFGS (the paper uses non-linear CG) on the kernel
    hyperparameters and σ² with I fixed, at most min(20, max(15, 2·#hyp)) evaluations.
 
-It stops when an epoch lowers the objective by less than ``tol`` (relative), after
-``max_epochs``, or when ``max_time`` seconds are spent; Ctrl-C keeps the best state.
+It stops, by default, when the paper's rule says done (§3.4: "until improvement in the
+objective is below a threshold"): when the last sweep lowered the objective by less than
+``tol`` (relative). A sweep is the ⌈m / swaps⌉ epochs in which every inducing point is
+considered once (§3.4: "as long as all inducing set points are eventually considered"),
+so at m > 60 the rule does not stop on one epoch that touched only 60 of the m points.
+``max_epochs`` and ``max_time`` are caps a caller may add (none by default); Ctrl-C keeps
+the best state.
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import numbers
 import time
@@ -144,10 +150,17 @@ class _Swapper:
             return False
 
 
+def sweep_epochs(m: int, n: int, swaps: int) -> int:
+    """Epochs in which every one of the m inducing points is considered once:
+    ⌈m / swaps⌉ (1 when there is nothing to swap)."""
+    return 1 if m >= n or swaps < 1 else -(-m // swaps)
+
+
 def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
-               init=None, seed: int = 0, max_epochs: int = 100, max_time: float | None = None,
-               z: int = 16, refresh_every: int = 10, swaps_per_epoch: int | None = None,
-               max_evals: int | None = None, tol: float = 1e-4, progress: bool = False,
+               init=None, seed: int = 0, max_epochs: int | None = None,
+               max_time: float | None = None, z: int = 16, refresh_every: int = 10,
+               swaps_per_epoch: int | None = None, max_evals: int | None = None,
+               tol: float = 1e-4, window: int | None = None, progress: bool = False,
                dtype: torch.dtype = torch.float64, device: torch.device | str | None = None,
                ) -> tuple[SparseGP, FitResult]:
     """CholQR (Cao et al. 2013): choose m inducing training points and the
@@ -156,8 +169,12 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
 
     ``init``: None/"random", "clump" or m indices; ``z`` information pivots, redrawn
     every ``refresh_every`` swap attempts; ``swaps_per_epoch`` defaults to min(60, m),
-    ``max_evals`` (L-BFGS evaluations per epoch) to min(20, max(15, 2·#hyp)); stop at a
-    relative decrease below ``tol``, after ``max_epochs`` or ``max_time`` seconds.
+    ``max_evals`` (L-BFGS evaluations per epoch) to min(20, max(15, 2·#hyp)).
+
+    Stopping (§3.4): ``reason="converged"`` once the objective fell by less than
+    ``tol`` (relative) over the last ``window`` epochs (default: a sweep,
+    :func:`sweep_epochs`; ``window=1`` tests each epoch alone). ``max_epochs`` and
+    ``max_time`` (seconds) are optional caps (None: none).
     History: one row per epoch (objective after the epoch, after its swaps, time,
     attempts, accepted, rejection rate, evaluations). Seeded by ``seed``.
     """
@@ -167,11 +184,13 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
                      device=device)
     n = model.n
     for name, value, low in [("m", m, 1), ("z", z, 1), ("refresh_every", refresh_every, 1),
-                             ("max_epochs", max_epochs, 1), ("seed", seed, 0)]:
+                             ("max_epochs", max_epochs, 1), ("seed", seed, 0),
+                             ("window", window, 1)]:
+        if name in ("max_epochs", "window") and value is None:
+            continue
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    m, z, refresh_every, max_epochs, seed = int(m), int(z), int(refresh_every), \
-        int(max_epochs), int(seed)
+    m, z, refresh_every, seed = int(m), int(z), int(refresh_every), int(seed)
     if m > n:
         raise ValueError(f"m = {m} inducing points but only n = {n} training points; "
                          "choose m <= n")
@@ -181,6 +200,7 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
     model.set_inducing(initial_inducing(model.X, m, init, gen))
     swaps = min(60, m) if swaps_per_epoch is None else int(swaps_per_epoch)
     evals = evals_per_epoch(model) if max_evals is None else int(max_evals)
+    window = sweep_epochs(m, n, swaps) if window is None else int(window)
     params = [p for p in model.parameters() if p.requires_grad]
     t0 = time.perf_counter()
     deadline = None if max_time is None else t0 + max_time
@@ -193,7 +213,7 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
     reason, n_evals, clock = "max_epochs", 0, 0
     bar = progress_bar(progress, total=max_epochs, desc=f"CholQR-{objective}", leave=False)
     try:
-        for epoch in range(1, max_epochs + 1):
+        for epoch in itertools.count(1) if max_epochs is None else range(1, max_epochs + 1):
             row = {"iter": epoch, "attempts": 0, "accepted": 0}
             if m < n and swaps > 0:  # discrete phase
                 sw = _Swapper(model, z, refresh_every, gen, last_visit)
@@ -222,10 +242,10 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
             if deadline is not None and time.perf_counter() >= deadline:
                 reason = "max_time"  # before the test below: the epoch was cut short
                 break
-            if (F_prev - F) < tol * max(abs(F_prev), 1e-12):
+            F_prev = history[epoch - window]["objective"] if epoch >= window else None
+            if F_prev is not None and (F_prev - F) < tol * max(abs(F_prev), 1e-12):
                 reason = "converged"
                 break
-            F_prev = F
     except KeyboardInterrupt:
         reason = "interrupted"
     finally:
