@@ -64,8 +64,9 @@ def _dense(model, st):
 @pytest.mark.parametrize("memory,preconditioner", [
     ("dense", "pivchol"), ("chunked", "pivchol"), ("dense", "grief"), ("chunked", "none")])
 def test_z_step_equals_dense_quadratic_minimiser(memory, preconditioner, device):
+    """The "cg" z-step (the lbfgs-cg preset's) solves (13) exactly."""
     model, st = _state(memory=memory, device=device, cg_tol=1e-13, cg_max_iter=None,
-                       preconditioner=preconditioner, precond_rank=12)
+                       preconditioner=preconditioner, precond_rank=12, z_step="cg")
     rho = st.opts.rho
     with torch.no_grad():
         KVT, C = _dense(model, st)
