@@ -207,7 +207,7 @@ def run(args, rec) -> None:
     ns = args.n or ([500] if args.quick else [500, 1000, 2000])
     trials = args.trials or (1 if args.quick else 10)
     max_iter = args.max_iter or (25 if args.quick else 100)
-    preset = "tangent" if args.tangent else args.preset
+    preset = "tangent" if args.tangent else getattr(args, "preset", "paper")
     opts = {"rho": args.rho, "eps": args.eps, "max_iter": max_iter, "lam0": 1.0,
             **PRESETS[preset], "preset": preset}
     if preset == "tangent":
@@ -239,7 +239,7 @@ def run(args, rec) -> None:
                         _convergence(rec, name, n, res)
     summary: dict[str, Any] = {"trials": trials, "n": ns, "eps": opts["eps"],
                                "max_iter": max_iter, "adaptive_rho": args.adaptive_rho,
-                               "preset": preset}
+                               "preset": preset, "tangent": preset == "tangent"}
     for (name, n, method), rs in rows.items():
         est = {}
         for key in (*PARAMS[name], "noise"):
