@@ -9,7 +9,9 @@ unconstrained raw numbers):
     θ_i ← θ_i − μ₁ ∂L_ρ/∂θ_i (θ, z^η, λ^η),    μ₁ = argmin_{μ ≥ 0} L_ρ(θ − μ ∂_i L_ρ e_i, z^η, λ^η)
 
 so θ_i moves to the first local minimiser of L_ρ along its descent direction
-(:func:`~gpscale.train.admm.linesearch.line_minimise`), kept above the parameter's floor.
+(:func:`~gpscale.train.admm.linesearch.line_minimise`), kept above the parameter's floor
+and within a factor ``line_max_ratio`` of its value (ours: where L_ρ falls towards an
+asymptote, as θ_i → ∞, the half-line has no minimiser and the search would run off).
 The gradient is eq. (17–18) (:meth:`HoldoutLagrangian.grad`), taken afresh at each
 coordinate. A line minimiser along one coordinate does not depend on how θ_i is
 parametrised; Armijo's steps do, and are taken in θ_i's own units as (12) writes them.
@@ -90,7 +92,10 @@ class CoordinateThetaStep:
         if not math.isfinite(g_i) or g_i == 0.0:
             return False
         sign = -1.0 if g_i > 0 else 1.0
-        t_max = (v0 - floor) if (sign < 0 and floor is not None) else math.inf
+        t_max = math.inf
+        if floor is not None:  # θ_i stays in [θ_i / ratio, θ_i · ratio] and above its floor
+            ratio = o.line_max_ratio
+            t_max = v0 - max(floor, v0 / ratio) if sign < 0 else v0 * (ratio - 1.0)
         scale = max(abs(v0), 1e-12)
 
         def phi(t: float) -> float:

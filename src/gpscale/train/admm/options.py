@@ -32,7 +32,8 @@ class ADMMOptions:
     coordinate descent; :class:`~gpscale.train.admm.coordinate.CoordinateThetaStep`):
     one coordinate of θ at a time in its own units, step by ``line_search``
     ("minimize": line minimisation to a relative ``line_tol`` in at most
-    ``line_max_evals`` evaluations of L_ρ; "armijo": Armijo's rule). "gd" / "lbfgs"
+    ``line_max_evals`` evaluations of L_ρ, a positive θ_i moving by at most a factor
+    ``line_max_ratio`` per θ-step (ours); "armijo": Armijo's rule). "gd" / "lbfgs"
     (ours): Armijo-backtracked steps on all raw (softplus) hyperparameters at once
     along −g or an L-BFGS direction whose curvature pairs persist across ADMM
     iterations (falls back to −g when it is not a descent direction); max_step: longest
@@ -88,6 +89,7 @@ class ADMMOptions:
     line_search: str = "minimize"
     line_tol: float = 1e-4
     line_max_evals: int = 40
+    line_max_ratio: float = 10.0
     z_step: str = "fr"
     z0_perturb: float = 0.1
     z0_seed: int = 0
@@ -116,6 +118,8 @@ class ADMMOptions:
 
     def check(self) -> None:
         """Raise ValueError naming the first bad option."""
+        if not (isinstance(self.line_max_ratio, (int, float)) and self.line_max_ratio > 1):
+            raise ValueError(f"line_max_ratio must be a number > 1, got {self.line_max_ratio!r}")
         for name in ("rho", "eps", "max_step", "cg_tol", "diverge_tol", "feasible_tol",
                      "rho_mu", "rho_min", "rho_max"):
             v = getattr(self, name)
