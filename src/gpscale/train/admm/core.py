@@ -4,14 +4,18 @@ Algorithm 1 alternates, on the augmented Lagrangian L_ρ(θ, z, λ) of eq. (11)
 (:mod:`gpscale.train.admm.lagrangian`), from z⁰ = C(θ⁰)⁻¹ y_T (eq. 10) and λ⁰:
 
     θ^{η+1} = argmin_θ L_ρ(θ, z^η, λ^η)                 (11a), by steps of eq. (12)
-    z^{η+1} = argmin_z L_ρ(θ^{η+1}, z, λ^η)             (11b), the quadratic (13), by CG
+    z^{η+1} = argmin_z L_ρ(θ^{η+1}, z, λ^η)             (11b), the quadratic (13), by (14)
     λ^{η+1} = λ^η + ρ′ (C(θ^{η+1}) z^{η+1} − y_T)       (11c)
 
-The θ-step is the paper's (:class:`~gpscale.train.admm.theta.PaperThetaStep`: a few
-Armijo-backtracked gradient steps in the unconstrained raw space of *all*
-hyperparameters, noise included, with z held) or, with ``coupling="tangent"``, ours
-(:class:`~gpscale.train.admm.tangent.TangentThetaStep`: z moves with θ). The z-step
-uses only products with K_VT, K_VTᵀ and C; the dual step may use a separate ρ′.
+The θ-step is chosen by :func:`theta_step_class`: the paper's coordinate descent with
+line-minimised steps (:class:`~gpscale.train.admm.coordinate.CoordinateThetaStep`, the
+default), Armijo steps along −g or L-BFGS in the raw space
+(:class:`~gpscale.train.admm.theta.PaperThetaStep`, ``direction="gd"``/``"lbfgs"``), both
+with z held, or, with ``coupling="tangent"``, ours
+(:class:`~gpscale.train.admm.tangent.TangentThetaStep`: z moves with θ). The z-step is
+one Fletcher–Reeves step of eq. (14) (default) or CG on (13) to tolerance
+(``z_step="cg"``); it uses only products with K_VT, K_VTᵀ and C; the dual step may use a
+separate ρ′.
 
 Convergence. With z fixed, moving θ by δ costs ρ/2 ‖J δ‖² (J = ∂(C z)/∂θ), so one
 ADMM iteration moves θ by about ∇F/(ρ JᵀJ) — F the reduced CV loss — however exactly
