@@ -98,13 +98,26 @@ def test_coordinate_step_lands_on_the_dense_line_minimiser(name, coord, device):
 
 
 def test_theta_step_sweeps_every_coordinate_and_lowers_lrho(device):
-    """A θ-step is one sweep (theta_steps = 1): each coordinate moves, L_ρ falls, and no
-    coordinate's line minimiser can be improved by a small move either way."""
+    """A θ-step is one sweep (theta_steps = 1): each coordinate moves once and L_ρ
+    falls."""
     _, st = _state("se+lp", device)
     f0 = st.lrho()[0]
     moved, _ = st.theta_update.step()
     f1 = st.lrho()[0]
     assert moved == st.theta().numel() and f1 < f0
+
+
+def test_a_coordinate_moves_by_at_most_line_max_ratio():
+    """Each positive θ_i stays within a factor line_max_ratio of its value per θ-step."""
+    _, st = _state("se+lp", line_max_ratio=1.05)
+    floors = st.theta_update.floors
+    before = [f + float(torch.nn.functional.softplus(t)) for f, t in zip(floors, st.theta())]
+    st.theta_update.step()
+    after = [f + float(torch.nn.functional.softplus(t)) for f, t in zip(floors, st.theta())]
+    ratios = [max(a / b, b / a) for a, b in zip(after, before)]
+    assert max(ratios) <= 1.05 + 1e-12 and max(ratios) > 1.0
+    with pytest.raises(ValueError, match="line_max_ratio"):
+        make_options(line_max_ratio=1.0)
 
 
 def test_one_fr_z_step_equals_the_dense_conjugate_direction_step(device):
