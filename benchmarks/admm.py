@@ -91,6 +91,9 @@ def _arguments(p) -> None:
     p.add_argument("--init-scale", type=float, default=1.2,
                    help="θ⁰ = true l, p times this (default 1.2)")
     p.add_argument("--init-noise", type=float, default=0.2, help="initial noise variance")
+    p.add_argument("--fix-noise", action="store_true",
+                   help="hold the noise variance at --init-noise for every method (the "
+                        "paper's eq. 17-18 differentiate the kernel's θ_h only)")
     p.add_argument("--rho", type=float, default=5.0, help="ρ (paper: 5)")
     p.add_argument("--eps", type=float, default=1e-2,
                    help="stop when ‖Δθ‖ < eps (paper and default: 1e-2)")
@@ -109,13 +112,15 @@ def _arguments(p) -> None:
 
 
 def _model(name: str, ds, init_scale: float, init_noise: float,
-           device: torch.device) -> ExactGP:
+           device: torch.device, fix_noise: bool = False) -> ExactGP:
     th0 = {k: (v * init_scale if k != "sigma2" else v) for k, v in PAPER_THETA[name].items()}
     kernel = paper_kernel(name, th0)
     for mod in kernel.modules():
         if hasattr(mod, "raw_outputscale"):
             mod.raw_outputscale.requires_grad_(False)  # σ² = 1 as in the paper
-    return ExactGP(kernel, ds.X, ds.y, noise=init_noise, device=device)
+    model = ExactGP(kernel, ds.X, ds.y, noise=init_noise, device=device)
+    model.raw_noise.requires_grad_(not fix_noise)
+    return model
 
 
 def _estimates(name: str, model: ExactGP) -> dict[str, float]:
@@ -252,7 +257,8 @@ def run(args, rec) -> None:
                 ds = synthetic_admm(name, n, seed=trial, noise=args.noise,
                                     device=args.device)
                 for method in args.methods:
-                    model = _model(name, ds, args.init_scale, args.init_noise, args.device)
+                    model = _model(name, ds, args.init_scale, args.init_noise, args.device,
+                                   getattr(args, "fix_noise", False))
                     t0 = time.perf_counter()
                     try:
                         res = _fit(method, model, trial, opts)
@@ -275,7 +281,8 @@ def run(args, rec) -> None:
                         _convergence(rec, name, n, res)
     summary: dict[str, Any] = {"trials": trials, "n": ns, "eps": opts["eps"],
                                "max_iter": max_iter, "adaptive_rho": args.adaptive_rho,
-                               "preset": preset, "tangent": preset == "tangent"}
+                               "preset": preset, "tangent": preset == "tangent",
+                               "fix_noise": getattr(args, "fix_noise", False)}
     for (name, n, method), rs in rows.items():
         est = {}
         for key in (*PARAMS[name], "noise"):
