@@ -211,7 +211,7 @@ def _plot(fig, records: list[dict], summary: dict) -> None:
         ax.set_xlabel("ADMM iteration", fontsize=8)
     if conv and kernels:
         grid[1][0].legend(fontsize=7)
-    markers = dict(zip(METHODS, "osD^"))
+    markers = dict(zip(METHODS, "osD^v"))
     for ax, name in zip(axes, kernels):
         rs = [r for r in trials if r["kernel"] == name]
         ns = sorted({r["n"] for r in rs})
