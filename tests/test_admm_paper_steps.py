@@ -82,11 +82,14 @@ def test_coordinate_step_lands_on_the_dense_line_minimiser(name, coord, device):
     g = st.grad(e, r)
     sign = -1.0 if float(g[coord]) > 0 else 1.0
     # the reference: the first local minimum of dense L_ρ on a grid along the direction
-    ts = [v0 * 0.002 * k for k in range(1, 4000)]
-    ts = [t for t in ts if v0 + sign * t > floor]
-    fs = [dense(v0 + sign * t) for t in ts]
-    k = next(i for i in range(len(fs)) if i + 1 == len(fs) or fs[i + 1] > fs[i])
-    assert fs[k] < f0 and 0 < k < len(fs) - 1  # an interior minimum in the window
+    ts, fs = [], []
+    for t in (v0 * 0.002 * k for k in range(1, 4000)):  # up the grid until L_ρ rises
+        if v0 + sign * t <= floor or (len(fs) > 1 and fs[-1] > fs[-2]):
+            break
+        ts.append(t)
+        fs.append(dense(v0 + sign * t))
+    k = len(fs) - 2
+    assert fs[k] < f0 and fs[k] < fs[k + 1] and k > 0  # an interior minimum in the window
     ref = minimize_scalar(lambda t: dense(v0 + sign * t), bracket=(ts[k - 1], ts[k], ts[k + 1]),
                           tol=1e-12).x
     st.set_theta(theta0)
