@@ -35,7 +35,6 @@ from gpscale.data.synthetic import PAPER_THETA, paper_kernel, synthetic_admm
 from gpscale.models import ExactGP
 from gpscale.params import positive_params
 from gpscale.train import FitResult, fit_lbfgs
-from gpscale.train.result import theta_of
 from gpscale.train.admm import (
     PRESETS,
     cg_predict,
@@ -44,6 +43,7 @@ from gpscale.train.admm import (
     fit_admm_kfold,
     kfold_indices,
 )
+from gpscale.train.result import theta_of
 
 from .harness import register
 
@@ -170,7 +170,7 @@ def _cv_optimum(model: ExactGP, trial: int):
         info = holdout_cv_reference(m, validation=fold)
         fits.append((m, info))
     with torch.no_grad():
-        for (name, sub, d), *others in zip(positive_params(model),
+        for (_, sub, d), *others in zip(positive_params(model),
                                            *(positive_params(m) for m, _ in fits)):
             if getattr(sub, d.raw_name).requires_grad:
                 vals = [getattr(o[1], o[2].name) for o in others]
@@ -312,8 +312,8 @@ def run(args, rec) -> None:
                    paper_mse=ref_mse if ref else None)
         if method == "admm-kfold":
             rec.target(f"median_iters_{name}_{n}", float(np.median(stops)), 19.0, "<=",
-                       "median over trials and folds of the ADMM iterations, fewer than 20 (admm-kfold; "
-                       "Fig. 2: a few)")
+                       "median over trials and folds of the ADMM iterations, fewer than 20 "
+                       "(admm-kfold; Fig. 2: a few)")
         if method == "admm-kfold" and paper is not None:
             true = PAPER_THETA[name]
             z = max(abs(np.mean([r[key] for r in rs]) - true[key]) / sd
@@ -333,7 +333,8 @@ def run(args, rec) -> None:
     rec.note("σ² is held at 1 (the paper's Table 1 reports l and p only); the noise is "
              "estimated by every method. Estimates are in the kernels' own units.")
     if preset == "tangent":
-        rec.note(f"Tangent θ-step (ours, not the paper's): {PRESETS['tangent']}; z moves with θ "
+        rec.note(f"Tangent θ-step (ours, not the paper's): {PRESETS['tangent']}; z moves "
+                 "with θ "
                  "along the curve that holds the constraint residual, so ADMM stops on "
                  "the paper's ε = 1e-2 near the CV optimum.")
     else:

@@ -487,8 +487,8 @@ def test_scale_solve_options_and_the_second_order_error_they_rely_on():
 def test_tangent_gradient_is_the_cv_gradient_at_any_lambda_and_rho(name, device):
     """At a feasible z the tangent θ-gradient is ∇θ ‖y_V − K_VT C(θ)⁻¹ y_T‖², whatever
     λ and ρ are (the adjoint λ̂ replaces them)."""
-    model, st = _state(name, device=device, coupling="tangent", direction="lbfgs", rho=37.0, cg_tol=1e-13,
-                       cg_max_iter=None)
+    model, st = _state(name, device=device, coupling="tangent", direction="lbfgs", rho=37.0,
+                       cg_tol=1e-13, cg_max_iter=None)
     KVT, C = _dense(model, st)
     with torch.no_grad():
         st.z = torch.linalg.solve(C, st.y_T)

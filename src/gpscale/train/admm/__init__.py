@@ -46,8 +46,8 @@ from .kfold import (
     kfold_cv_loss,
     kfold_indices,
 )
-from .ops import KernelOps, rank1_vjp, solve_full
 from .linesearch import line_minimise
+from .ops import KernelOps, rank1_vjp, solve_full
 from .options import LBFGS_CG, PRESETS, ADMMOptions, dense_blocks, make_options
 from .predict import cg_predict
 from .run import SCALE_PRECOND_RANK, ADMMDivergenceError, scale_cg_options

@@ -41,9 +41,9 @@ import torch
 from ...linalg import cg
 from ...models.exact import ExactGP
 from ...params import inv_softplus
+from .coordinate import CoordinateThetaStep, coordinates
 from .lagrangian import HoldoutLagrangian
 from .options import ADMMOptions
-from .coordinate import CoordinateThetaStep, coordinates
 from .tangent import TangentThetaStep
 from .theta import DescentMemory, PaperThetaStep
 
