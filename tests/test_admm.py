@@ -13,6 +13,7 @@ from gpscale.linalg import pivoted_cholesky
 from gpscale.models.exact import ExactGP
 from gpscale.train.admm import (
     ADMMDivergenceError,
+    CoordinateThetaStep,
     HoldoutADMM,
     PaperThetaStep,
     TangentThetaStep,
@@ -64,8 +65,9 @@ def _dense(model, st):
 @pytest.mark.parametrize("memory,preconditioner", [
     ("dense", "pivchol"), ("chunked", "pivchol"), ("dense", "grief"), ("chunked", "none")])
 def test_z_step_equals_dense_quadratic_minimiser(memory, preconditioner, device):
+    """The "cg" z-step (the lbfgs-cg preset's) solves (13) exactly."""
     model, st = _state(memory=memory, device=device, cg_tol=1e-13, cg_max_iter=None,
-                       preconditioner=preconditioner, precond_rank=12)
+                       preconditioner=preconditioner, precond_rank=12, z_step="cg")
     rho = st.opts.rho
     with torch.no_grad():
         KVT, C = _dense(model, st)
@@ -122,7 +124,10 @@ def test_fixed_point_satisfies_constraint_and_is_cv_stationary():
     model = ExactGP(make_kernel("rbf", 1), ds.X, ds.y, noise=0.5)
     iT, iV = holdout_split(50, 0.5, 0)
     f0, g0 = _dense_cv(model, iT, iV)
-    res = fit_admm_hocv(model, seed=0, eps=1e-7, res_tol=1e-7, max_iter=600)
+    # the CG-to-tolerance z-step reaches res_tol = 1e-7 within 600 iterations; the
+    # paper's one Fletcher–Reeves step per iteration does not (test_admm_paper_steps.py)
+    res = fit_admm_hocv(model, seed=0, eps=1e-7, res_tol=1e-7, max_iter=600,
+                        preset="lbfgs-cg")
     assert res.converged and res.method == "admm-hocv"
     last = res.history[-1]
     assert last["residual"] < 1e-6  # C z = y_T holds
@@ -132,17 +137,23 @@ def test_fixed_point_satisfies_constraint_and_is_cv_stationary():
     assert abs(res.objective - f1 / len(iV)) < 1e-6 * f1  # reported loss = dense loss
 
 
-@pytest.mark.parametrize("coupling", ["fixed", "tangent"])
-def test_kfold_naive_and_consensus_improve_the_cv_loss(coupling):
+@pytest.mark.parametrize("preset,gain", [("paper", None), ("lbfgs-cg", 0.9), ("tangent", 0.9)])
+def test_kfold_naive_and_consensus_improve_the_cv_loss(preset, gain):
+    """The lbfgs-cg and tangent presets lower the K-fold CV loss by 10 %. The paper's steps
+    (one Fletcher–Reeves z-step per iteration, λ⁰ = 1) need not lower it: here its
+    consensus run ends above θ⁰'s loss (0.422 against 0.400) as the constraint residual
+    grows; only the reported loss is checked for them."""
     ds = synthetic_admm("se", 60, seed=2, noise=0.3)
     folds = kfold_indices(60, 3, seed=0)
     for fit in (fit_admm_kfold, fit_admm_consensus):
         model = ExactGP(make_kernel("rbf", 1), ds.X, ds.y, noise=0.5)
         before = kfold_cv_loss(model, folds)
-        res = fit(model, k=3, seed=0, max_iter=20, coupling=coupling)
+        coupling = {"coupling": "tangent"} if preset == "tangent" else {}
+        res = fit(model, k=3, seed=0, max_iter=20, preset=preset if preset != "tangent"
+                  else "lbfgs-cg", **coupling)
         assert res.method in ("admm-kfold", "admm-consensus")
         assert res.objective == pytest.approx(kfold_cv_loss(model, folds), rel=1e-8)
-        assert res.objective < 0.9 * before
+        assert gain is None or res.objective < gain * before
         assert res.theta == theta_of(model)
 
 
@@ -333,7 +344,8 @@ def test_adjoint_multiplier_makes_the_theta_gradient_the_cv_gradient():
     model = ExactGP(make_kernel("rbf", 1), ds.X, ds.y, noise=0.5)
     iT, iV = holdout_split(50, 0.5, 0)
     st = HoldoutADMM(model, ds.X[iT], ds.y[iT], ds.X[iV], ds.y[iV],
-                     make_options(lam_init="adjoint", cg_tol=1e-13, cg_max_iter=None))
+                     make_options(lam_init="adjoint", cg_tol=1e-13, cg_max_iter=None,
+                                  z0_perturb=0.0))  # the identity needs z⁰ = C(θ⁰)⁻¹y_T
     st.init()
     f, e, r = st.lrho()
     fast = st.grad(e, r)
@@ -353,7 +365,7 @@ def test_adaptive_rho_changes_rho_and_keeps_the_cv_stationary_fixed_point():
     iT, iV = holdout_split(50, 0.5, 0)
     f0, g0 = _dense_cv(model, iT, iV)
     res = fit_admm_hocv(model, seed=0, eps=1e-7, res_tol=1e-7, max_iter=600,
-                        adaptive_rho=True, lam_init="adjoint")
+                        adaptive_rho=True, lam_init="adjoint", preset="lbfgs-cg")
     assert res.converged
     rhos = {h["rho"] for h in res.history[1:]}
     assert len(rhos) > 1 and all(1e-4 <= r <= 1e4 for r in rhos)
@@ -475,8 +487,8 @@ def test_scale_solve_options_and_the_second_order_error_they_rely_on():
 def test_tangent_gradient_is_the_cv_gradient_at_any_lambda_and_rho(name, device):
     """At a feasible z the tangent θ-gradient is ∇θ ‖y_V − K_VT C(θ)⁻¹ y_T‖², whatever
     λ and ρ are (the adjoint λ̂ replaces them)."""
-    model, st = _state(name, device=device, coupling="tangent", rho=37.0, cg_tol=1e-13,
-                       cg_max_iter=None)
+    model, st = _state(name, device=device, coupling="tangent", direction="lbfgs", rho=37.0,
+                       cg_tol=1e-13, cg_max_iter=None)
     KVT, C = _dense(model, st)
     with torch.no_grad():
         st.z = torch.linalg.solve(C, st.y_T)
@@ -492,19 +504,23 @@ def test_tangent_gradient_is_the_cv_gradient_at_any_lambda_and_rho(name, device)
 
 
 def test_coupling_picks_the_theta_step():
-    """``coupling`` chooses the θ-step once: the paper's (eq. 12, z held) or the tangent
-    one (ours); both share the state's L-BFGS memory."""
-    _, fixed = _state("rbf-ard")
-    _, tangent = _state("rbf-ard", coupling="tangent")
+    """``coupling`` and ``direction`` choose the θ-step once: the paper's (eq. 12 by
+    coordinate descent, z held), raw-space Armijo steps (z held) or the tangent one
+    (ours); all share the state's L-BFGS memory."""
+    _, paper = _state("rbf-ard")
+    _, fixed = _state("rbf-ard", direction="lbfgs")
+    _, tangent = _state("rbf-ard", coupling="tangent", direction="lbfgs")
+    assert type(paper.theta_update) is CoordinateThetaStep
     assert type(fixed.theta_update) is PaperThetaStep
     assert type(tangent.theta_update) is TangentThetaStep
-    for st in (fixed, tangent):
+    for st in (paper, fixed, tangent):
         assert st.theta_update.L is st and st.theta_update.memory is st.descent
 
 
 def test_tangent_z_is_the_derivative_of_the_residual_holding_curve(device):
     """dz = −C⁻¹ J d is d/dμ of z(μ) = C(θ + μd)⁻¹ C(θ) z at μ = 0 (dense solves)."""
-    model, st = _state("rbf-ard", device=device, coupling="tangent", cg_tol=1e-13,
+    model, st = _state("rbf-ard", device=device, coupling="tangent", direction="lbfgs",
+                       cg_tol=1e-13,
                        cg_max_iter=None)
     g = torch.Generator().manual_seed(5)
     d = torch.randn(st.theta().shape, generator=g, dtype=torch.float64).to(device)
@@ -524,7 +540,8 @@ def test_tangent_z_is_the_derivative_of_the_residual_holding_curve(device):
 
 
 def test_tangent_curve_holds_the_residual():
-    model, st = _state("rbf-ard", coupling="tangent", curve_cg=200, cg_tol=1e-12)
+    model, st = _state("rbf-ard", coupling="tangent", direction="lbfgs", curve_cg=200,
+                       cg_tol=1e-12)
     _, e, r0 = st.lrho()
     pinv0, theta0 = st.c_inv(st.kernel_ops()), st.theta()
     st.set_theta(theta0 + 0.2)
@@ -553,7 +570,8 @@ def test_tangent_coupling_reaches_a_cv_stationary_point_in_few_iterations():
     options are still far from it after ten times as many iterations."""
     ds = synthetic_admm("se", 50, seed=1, noise=0.3)
     iT, iV = holdout_split(50, 0.5, 0)
-    opts = {"seed": 0, "eps": 1e-7, "res_tol": 1e-7, "lam_init": "adjoint", "rho": 50.0}
+    opts = {"seed": 0, "eps": 1e-7, "res_tol": 1e-7, "lam_init": "adjoint", "rho": 50.0,
+            "preset": "lbfgs-cg"}  # z held in the θ-step: the former default steps
     model = ExactGP(make_kernel("rbf", 1), ds.X, ds.y, noise=0.5)
     f0, g0 = _dense_cv(model, iT, iV)
     res = fit_admm_hocv(model, coupling="tangent", max_iter=100, **opts)
@@ -569,12 +587,12 @@ def test_tangent_coupling_reaches_a_cv_stationary_point_in_few_iterations():
 
 
 def test_tangent_preset_stops_at_the_first_iteration_that_moves_theta_less_than_eps():
-    """TANGENT keeps Alg. 1's one-iteration test (window = 1; the library's default
-    window of 10 is for the paper's pinned θ-step): a tangent run stops at the first
+    """TANGENT keeps Alg. 1's one-iteration test (window = 1, as the default; the
+    lbfgs-cg preset's window of 10 is for its pinned θ-step): a tangent run stops at the first
     iteration with ‖Δθ‖ < ε, typically a θ-step that accepted no step."""
     from gpscale.train.admm import TANGENT
 
-    assert TANGENT["window"] == 1 and make_options().window == 10
+    assert TANGENT["window"] == 1 and make_options().window == 1
     ds = synthetic_admm("se", 200, seed=2, noise=0.1)
     model = ExactGP(make_kernel("rbf", 1), ds.X, ds.y, noise=0.3)
     res = fit_admm_hocv(model, seed=0, max_iter=50, **TANGENT)

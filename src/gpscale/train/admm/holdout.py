@@ -4,7 +4,8 @@
 fraction ½ by default, or the part the caller names), runs Algorithm 1 (see
 :mod:`gpscale.train.admm.core`) and leaves the model holding the learned
 hyperparameters. Nothing here is O(n³): the z-steps are (preconditioned) conjugate
-gradients. :data:`TANGENT` is the preset of our tangent θ-step.
+gradients (the z⁰ solve) and conjugate-direction steps. :data:`TANGENT` is the preset
+of our tangent θ-step.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from ...models.exact import ExactGP
 from ...rng import as_generator
 from ..result import FitResult
 from .core import HoldoutADMM
-from .options import ADMMOptions, make_options
+from .options import TANGENT, ADMMOptions, make_options
 from .run import check_fit_args, finish_fit, run_holdout
 
 __all__ = ["fit_admm_hocv", "holdout_split", "validation_split", "TANGENT"]
@@ -74,6 +75,7 @@ def fit_admm_hocv(
     seed: int | torch.Generator | None = 0,
     validation: Any = None,
     options: ADMMOptions | None = None,
+    preset: str = "paper",
     progress: bool = False,
     on_divergence: str = "warn",
     scale: str = "ml",
@@ -98,17 +100,20 @@ def fit_admm_hocv(
     (``memory="chunked"``, or K_TT and K_VT beyond ``dense_bytes``) and the scale's
     solve run on its workers (:class:`~gpscale.train.admm.ops.KernelOps`).
 
-    The defaults are the paper's (fixed ρ = 5, λ⁰ = 1, ε = 1e-2, z held in the
-    θ-step), with which θ moves little per iteration (see
-    :mod:`gpscale.train.admm.core`, "Convergence"). For a run that reaches the CV
-    optimum in few iterations pass ``**TANGENT`` (``coupling="tangent"``: our θ-step,
-    not the paper's; ρ = 20, the adjoint λ⁰, see :data:`TANGENT`).
-    ``adaptive_rho=True, rho_mu=2.0, lam_init="adjoint"`` with a smaller ``eps`` keeps
-    the paper's θ-step and gets near it in more iterations (the variants side by side:
-    benchmarks/results/admm-quality.md).
+    The defaults are the paper's Algorithm 1 (ρ = 5, λ⁰ = 1, ε = 1e-2 on one
+    iteration's ‖Δθ‖, coordinate descent with line minimisation for θ, one
+    Fletcher–Reeves step for z, z⁰ at a perturbed θ⁰; :class:`ADMMOptions`). ``preset``
+    names a variant (:data:`~gpscale.train.admm.options.PRESETS`): ``"lbfgs-cg"`` (L-BFGS
+    θ-steps and the z-step by CG to tolerance, z held in the θ-step) or ``"tangent"``
+    (our tangent θ-step, which reaches the CV optimum in few iterations, see
+    :data:`TANGENT`); keyword options override the preset. With z held in the θ-step θ
+    moves little per iteration under a fixed ρ (:mod:`gpscale.train.admm.core`,
+    "Convergence"); ``adaptive_rho=True, rho_mu=2.0, lam_init="adjoint"`` with a
+    smaller ``eps`` gets nearer the CV optimum (the variants side by side:
+    benchmarks/results/admm-quality.md, benchmarks/results/admm-paper-steps/).
     """
     check_fit_args(model, on_divergence, scale)
-    opts = make_options(options, **overrides)
+    opts = make_options(options, preset, **overrides)
     t0 = time.perf_counter()
     idx_T, idx_V = (holdout_split(model.n, val_fraction, seed) if validation is None
                     else validation_split(model.n, validation))
@@ -118,19 +123,3 @@ def fit_admm_hocv(
     state.init()
     out = run_holdout(state, opts.max_iter, progress, "GPCV-ADMM (hold-out)", t0)
     return finish_fit(out, model, "admm-hocv", t0, on_divergence, scale, opts, client)
-
-
-#: options of the tangent-θ-step variant used in the benchmarks (``coupling="tangent"``,
-#: ours, not the paper's): ρ = 20, the adjoint λ⁰, CG ≤ 50 iterations per solve, the
-#: paper's ε = 1e-2, and at most 7 backtracks (μ ≥ 1/64 of the L-BFGS step). The
-#: backtrack cap trades time for precision near the optimum, where the inexact solves
-#: make the line search fail (chosen between 5, 7 and 10 on kin40k:
-#: benchmarks/results/admm-quality-n8000/, -n16000/). The stop test is the one-iteration
-#: ‖Δθ‖ < ε (``window=1``), not the library's 10-iteration window: the window is there for
-#: the paper's θ-step, whose θ drifts under a fixed ρ; the tangent θ-step's runs end when
-#: a θ-step accepts no step, and a 10-iteration window only added iterations with θ
-#: unchanged (benchmarks/results/design-measurements.md).
-#: ``fit_admm_hocv(model, **TANGENT)``.
-TANGENT: dict[str, Any] = {"coupling": "tangent", "lam_init": "adjoint", "rho": 20.0,
-                           "cg_max_iter": 50, "max_backtracks": 7, "eps": 1e-2,
-                           "window": 1}

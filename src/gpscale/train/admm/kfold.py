@@ -114,13 +114,16 @@ def consensus_local(spec: FoldSpec, opts: ADMMOptions, local: dict[str, Any] | N
         state.set_theta(local["theta"])
         state.init(z0=local["z"], lam0=local["lam"])
         state.descent.pairs = list(local["pairs"])
+        state.z_dir, state.z_gg = local["z_dir"], local["z_gg"]  # the FR z-step's memory
+        state.theta_update.steps = dict(local.get("steps", {}))
         state.rho = local["rho"]  # adaptive ρ carries over between rounds
     state.prox = prox
     rec = state.diagnostics()
     for _ in range(iters):
         rec = state.iterate()
     return {"theta": state.theta(), "z": state.z, "lam": state.lam,
-            "pairs": state.descent.pairs,
+            "pairs": state.descent.pairs, "z_dir": state.z_dir, "z_gg": state.z_gg,
+            "steps": getattr(state.theta_update, "steps", {}),
             "rho": state.rho, "rec": rec, "n_evals": state.n_evals}
 
 
@@ -181,11 +184,12 @@ def _check_device(model: ExactGP, workers: int) -> None:
 
 def fit_admm_kfold(model: ExactGP, k: int = 2, *, seed: int | torch.Generator | None = 0,
                    workers: int = 1, client: Any = None, options: ADMMOptions | None = None,
-                   on_divergence: str = "warn", scale: str = "ml",
+                   preset: str = "paper", on_divergence: str = "warn", scale: str = "ml",
                    **overrides: Any) -> FitResult:
     """Naive K-fold GPCV-ADMM (§3.2; method ``admm-kfold``): Algorithm 1 on every fold
     (fold k validates, the rest trains), then θ = mean_k θ^(k) in the hyperparameters'
-    own units (the paper's average). ``objective`` is :func:`kfold_cv_loss` at the
+    own units (the paper's average). ``preset``: as
+    :func:`~gpscale.train.admm.fit_admm_hocv`. ``objective`` is :func:`kfold_cv_loss` at the
     averaged θ; ``history`` holds every fold's iterations (key ``fold``). Ctrl-C ends
     the run with the average of the folds finished so far (each at its best θ). Folds
     run in this process, in ``workers`` local processes, or as tasks of a dask
@@ -193,7 +197,7 @@ def fit_admm_kfold(model: ExactGP, k: int = 2, *, seed: int | torch.Generator | 
     ``scale``: as :func:`~gpscale.train.admm.fit_admm_hocv` (after the averaging)."""
     check_fit_args(model, on_divergence, scale)
     _check_device(model, workers)
-    opts = make_options(options, **overrides)
+    opts = make_options(options, preset, **overrides)
     t0 = time.perf_counter()
     folds = kfold_indices(model.n, k, seed)
     specs, outs, stopped = fold_specs(model, folds), [], False
@@ -229,8 +233,9 @@ def fit_admm_kfold(model: ExactGP, k: int = 2, *, seed: int | torch.Generator | 
 def fit_admm_consensus(model: ExactGP, k: int = 2, *, seed: int | torch.Generator | None = 0,
                        workers: int = 1, client: Any = None, tau: float | None = None,
                        local_iters: int = 1,
-                       options: ADMMOptions | None = None, on_divergence: str = "warn",
-                       scale: str = "ml", **overrides: Any) -> FitResult:
+                       options: ADMMOptions | None = None, preset: str = "paper",
+                       on_divergence: str = "warn", scale: str = "ml",
+                       **overrides: Any) -> FitResult:
     """Consensus K-fold GPCV-ADMM (eq. 15–16; method ``admm-consensus``).
 
     ``tau`` is the consensus penalty τ (default: the mean validation-fold size, the scale
@@ -248,7 +253,7 @@ def fit_admm_consensus(model: ExactGP, k: int = 2, *, seed: int | torch.Generato
     Pass a smaller ``tau`` or ``eps`` there."""
     check_fit_args(model, on_divergence, scale)
     _check_device(model, workers)
-    opts = make_options(options, **overrides)
+    opts = make_options(options, preset, **overrides)
     if isinstance(local_iters, bool) or not isinstance(local_iters, int) or local_iters < 1:
         raise ValueError(f"local_iters must be an int >= 1, got {local_iters!r}")
     t0 = time.perf_counter()

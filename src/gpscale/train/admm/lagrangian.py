@@ -72,12 +72,21 @@ class HoldoutLagrangian:
         return torch.cat([p.detach().reshape(-1) for p in self.params])
 
     def set_theta(self, vec: torch.Tensor) -> None:
+        """Set the raw θ; the kernel products are rebuilt only if a kernel parameter
+        changed (a new σ² alone updates C = K_TT + σ²I in place: the coordinate θ-step's
+        noise coordinate costs no kernel evaluation)."""
+        kernel_changed, i = False, 0
         with torch.no_grad():
-            i = 0
             for p in self.params:
-                p.copy_(vec[i:i + p.numel()].reshape(p.shape))
+                new = vec[i:i + p.numel()].reshape(p.shape)
                 i += p.numel()
-        self.ops = None
+                if not torch.equal(p, new):
+                    p.copy_(new)
+                    kernel_changed = kernel_changed or p is not self.model.raw_noise
+        if kernel_changed or self.ops is None:
+            self.ops = None
+        else:
+            self.ops.set_noise(self.model.noise)
 
     def values(self) -> torch.Tensor:
         """The hyperparameters in their constrained units (what ε is measured in)."""

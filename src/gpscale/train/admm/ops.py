@@ -59,6 +59,11 @@ class KernelOps:
         self._versions = self._param_versions()
         self._pinv: dict[tuple[str, int], Callable[[torch.Tensor], torch.Tensor] | None] = {}
 
+    def set_noise(self, noise: torch.Tensor) -> None:
+        """A new σ² for C = K_TT + σ²I (the kernel blocks stay; preconditioners go)."""
+        self.s2 = noise.detach()
+        self._pinv.clear()
+
     def _param_versions(self) -> list[int]:
         return [p._version for p in self.kernel.parameters()]
 
