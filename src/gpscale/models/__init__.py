@@ -6,6 +6,7 @@ from .exact import Cholesky, ExactGP, gaussian_nll
 from .exact_cg import ConjugateGradients
 from .feature import FeatureGP, chunk_statistics
 from .grief import GriefIPosterior, OrthogonalGrief, grief_preconditioner
+from .grief_eigen import ReweightedGrief, ReweightedGriefPosterior
 from .sgpr import SGPR
 from .sgpr_passes import StreamedSGPR
 from .sparse import SparseGP
@@ -13,5 +14,6 @@ from .svgp import SVGP
 
 __all__ = ["GPModel", "MeanAndVariance", "MODEL_CLASSES", "model_class", "ExactGP",
            "FeatureGP", "chunk_statistics", "gaussian_nll", "GriefIPosterior",
-           "OrthogonalGrief", "grief_preconditioner", "SGPR", "StreamedSGPR", "SparseGP", "SVGP",
+           "OrthogonalGrief", "grief_preconditioner", "ReweightedGrief",
+           "ReweightedGriefPosterior", "SGPR", "StreamedSGPR", "SparseGP", "SVGP",
            "Cholesky", "ConjugateGradients"]
