@@ -29,7 +29,7 @@ import torch
 from ..features.grief import GriefFeatures
 from ..params import LOG_2PI
 from ..validation import as_matrix
-from .base import GPModel, MeanAndVariance, dtype_name
+from .base import GPModel, MeanAndVariance, dtype_name, no_data
 
 FORMS = ("primal", "dual")
 
@@ -58,6 +58,8 @@ class ReweightedGrief:
         """From Φ (n × p) and y: dual with B = Φ (the n × n Cholesky of ΦWΦᵀ + σ²I)
         when n < p, primal otherwise (or as ``form`` says)."""
         n, p = phi.shape
+        if form not in (None, *FORMS):
+            raise ValueError(f"form must be one of {FORMS} or None, got {form!r}")
         form = form or ("dual" if n < p else "primal")
         if form == "dual":
             return cls("dual", phi, y, y.new_zeros(()), n, p)
@@ -207,7 +209,8 @@ class ReweightedGriefPosterior(GPModel):
 
     def objective(self, data: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
         """Mean over the draws of the −LML of the training data (eq. 18, from the
-        statistics held; ``data`` is accepted for the contract and not needed)."""
+        statistics held, so no ``data``)."""
+        no_data(self, data)
         lik = self.likelihood
         return torch.stack([lik.nlml_and_grad(w, s)[0]
                             for w, s in zip(self.w, self.noise)]).mean()
@@ -233,8 +236,8 @@ class ReweightedGriefPosterior(GPModel):
         ls = self.features.lengthscale.detach().reshape(-1).cpu()
         w = self.w.mean(0).cpu()
         return "\n".join([
-            f"GP-GRIEF-I posterior (eq. 16): {self.num_samples} draws, p = {self.rank} "
-            f"weighted eigenfunctions, {'dual' if self.n < self.rank else 'primal'} form",
+            f"GP-GRIEF-I posterior: {self.num_samples} draws, p = {self.rank} "
+            "weighted eigenfunctions (eq. 16)",
             f"  base lengthscales (fixed): {[round(float(v), 4) for v in ls]}",
             f"  signal variance s₀ (fixed): {float(self.scale):.5g}",
             f"  noise σ²: mean {float(self.noise.mean()):.5g}, "
