@@ -66,7 +66,7 @@ def test_uci_tiny(tmp_path, data_dir, monkeypatch):
     rc = main(["grief-uci", "--datasets", "challenger", "--folds", "1", "--first-fold", "3",
                "--mcmc-iter", "150",
                "--burn", "50", "--thin", "10", "--p-i", "30", "--max-iter", "5",
-               "--methods", "grief-ii", "grief-i", "exact",
+               "--methods", "grief-ii", "grief-i", "exact", "grief-i-rotated",
                "--threads", "1", "--out", str(tmp_path)])
     assert rc == 0
     row = _summary(tmp_path, "grief-uci")
@@ -75,7 +75,7 @@ def test_uci_tiny(tmp_path, data_dir, monkeypatch):
     assert row["grief_i_beats_own_exact_gp"] in ("0/1", "1/1")
     recs = [json.loads(x) for x in (tmp_path / "grief-uci.jsonl").read_text().splitlines()]
     per_set = [r for r in recs if r.get("kind") == "per set"]
-    assert {r["method"] for r in per_set} == {"grief-ii", "grief-i", "exact"}
+    assert {r["method"] for r in per_set} == {"grief-ii", "grief-i", "exact", "grief-i-rotated"}
     assert all(r["folds"] == 1 and (r["paper_rmse"] or r["method"] == "exact")
                for r in per_set)
     fold_i = [r for r in recs if r.get("kind") == "fold" and r["method"] == "grief-i"]
