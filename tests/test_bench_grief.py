@@ -54,7 +54,7 @@ def test_fig1_tiny(tmp_path):
     rc = main(["grief-fig1", "--seeds", "2", "--threads", "1", "--out", str(tmp_path)])
     assert rc == 0
     lines = (tmp_path / "grief-fig1.jsonl").read_text().splitlines()
-    models = [json.loads(x) for x in lines if '"kind": "model"' in x]
+    models = [json.loads(x) for x in lines if "\"against\": \"y\"" in x]
     assert {r["model"] for r in models} == {"exact", "vfe", "grief"}
     _finite({r["model"]: r["rmse_median"] for r in models}, ["exact", "vfe", "grief"])
 
