@@ -167,3 +167,23 @@ def test_merged_quantile_grid_is_filled_unless_told_otherwise():
     kept, _ = fit_grief_i(X, y, fill=False, **kw)
     assert filled.features.grid_sizes == [10, 10]
     assert kept.features.grid_sizes[1] < 10
+
+
+def test_zero_features_leave_the_noise_only_model():
+    """Φ ≡ 0 (the exact-GP start can give lengthscales so short that no grid point is
+    near a data point): the dual form has k = 0, −LML is that of N(0, σ²I), and the
+    prediction is the prior's (mean 0, variance φ*ᵀWφ*)."""
+    y = torch.linspace(-1, 1, 9, dtype=F64)
+    lik = ReweightedGrief.from_statistics(torch.zeros(12, 12, dtype=F64),
+                                          torch.zeros(12, dtype=F64), y @ y, 9)
+    assert (lik.form, lik.k) == ("dual", 0)
+    w, noise = torch.full((12,), 2.0, dtype=F64), torch.tensor(0.5, dtype=F64)
+    value, g_w, _ = lik.nlml_and_grad(w, noise)
+    want = -torch.distributions.MultivariateNormal(torch.zeros(9, dtype=F64),
+                                                   noise * torch.eye(9, dtype=F64)).log_prob(y)
+    torch.testing.assert_close(value, want, rtol=1e-12, atol=1e-12)
+    assert torch.equal(g_w, torch.zeros(12, dtype=F64))
+    phi_new = torch.ones(2, 12, dtype=F64)
+    mean, var = lik.predict(phi_new, w, noise)
+    assert torch.equal(mean, torch.zeros(2, dtype=F64))
+    torch.testing.assert_close(var, torch.full((2,), 24.0, dtype=F64))
