@@ -55,7 +55,7 @@ def test_fig1_tiny(tmp_path):
     assert rc == 0
     lines = (tmp_path / "grief-fig1.jsonl").read_text().splitlines()
     models = [json.loads(x) for x in lines if "\"against\": \"y\"" in x]
-    assert {r["model"] for r in models} == {"exact", "vfe", "grief"}
+    assert {r["model"] for r in models} == {"exact", "vfe", "grief", "griefard"}
     _finite({r["model"]: r["rmse_median"] for r in models}, ["exact", "vfe", "grief"])
 
 
