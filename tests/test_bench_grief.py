@@ -50,6 +50,15 @@ def test_scaling_tiny(tmp_path):
     assert row["peak_mem_gib"] > 0
 
 
+def test_fig1_tiny(tmp_path):
+    rc = main(["grief-fig1", "--seeds", "2", "--threads", "1", "--out", str(tmp_path)])
+    assert rc == 0
+    lines = (tmp_path / "grief-fig1.jsonl").read_text().splitlines()
+    models = [json.loads(x) for x in lines if "\"against\": \"y\"" in x]
+    assert {r["model"] for r in models} == {"exact", "vfe", "grief", "griefard"}
+    _finite({r["model"]: r["rmse_median"] for r in models}, ["exact", "vfe", "grief"])
+
+
 def test_uci_tiny(tmp_path, data_dir, monkeypatch):
     if not (data_dir / "uci" / "challenger.npz").exists():
         pytest.skip("uci/challenger.npz not in the shared data")
@@ -57,15 +66,20 @@ def test_uci_tiny(tmp_path, data_dir, monkeypatch):
     rc = main(["grief-uci", "--datasets", "challenger", "--folds", "1", "--first-fold", "3",
                "--mcmc-iter", "150",
                "--burn", "50", "--thin", "10", "--p-i", "30", "--max-iter", "5",
+               "--methods", "grief-ii", "grief-i", "exact", "grief-i-rotated",
                "--threads", "1", "--out", str(tmp_path)])
     assert rc == 0
     row = _summary(tmp_path, "grief-uci")
     assert row["sets"] == ["challenger"]
-    _finite(row["rmse_mean"], ["challenger/grief-ii", "challenger/grief-i"])
+    _finite(row["rmse_mean"], ["challenger/grief-ii", "challenger/grief-i", "challenger/exact"])
+    assert row["grief_i_beats_own_exact_gp"] in ("0/1", "1/1")
     recs = [json.loads(x) for x in (tmp_path / "grief-uci.jsonl").read_text().splitlines()]
     per_set = [r for r in recs if r.get("kind") == "per set"]
-    assert {r["method"] for r in per_set} == {"grief-ii", "grief-i"}
-    assert all(r["folds"] == 1 and r["paper_rmse"] for r in per_set)
+    assert {r["method"] for r in per_set} == {"grief-ii", "grief-i", "exact", "grief-i-rotated"}
+    assert all(r["folds"] == 1 and (r["paper_rmse"] or r["method"] == "exact")
+               for r in per_set)
+    fold_i = [r for r in recs if r.get("kind") == "fold" and r["method"] == "grief-i"]
+    assert fold_i[0]["basis"] == "eigen" and fold_i[0]["form"] == "dual"
     assert {r["fold"] for r in recs if r.get("kind") == "fold"} == {3}
     assert main(["grief-uci", "--datasets", "challenger", "--folds", "2", "--first-fold",
                  "9", "--out", str(tmp_path / "bad")]) == 1

@@ -68,7 +68,8 @@ def test_grief_i_method_mixture_predicts_and_round_trips(tmp_path):
 
 @pytest.mark.parametrize("method,options", [
     ("grief-ii", {"max_iter": 10}), ("grief-i", {"num_features": 40, "n_iter": 300,
-                                                  "burn": 100, "thin": 10})])
+                                                  "burn": 100, "thin": 10,
+                                                  "fill_grid": False})])
 def test_grief_quantile_grid_reaches_the_features_and_round_trips(method, options, tmp_path):
     """grid="quantile" on a column that is 0 on 70 % of the rows: the merged quantile
     grid is smaller than the uniform one, and a saved model rebuilds the same grid."""
@@ -89,7 +90,8 @@ def test_grief_quantile_grid_reaches_the_features_and_round_trips(method, option
 
 @pytest.mark.parametrize("method,options", [
     ("grief-ii", {"max_iter": 3, "num_features": 20}),
-    ("grief-i", {"num_features": 20, "n_iter": 40, "burn": 10, "thin": 10})])
+    ("grief-i", {"num_features": 20, "n_iter": 40, "burn": 10, "thin": 10,
+                 "fill_grid": False})])
 def test_grief_methods_place_the_grid_at_quantiles_unless_told_otherwise(method, options):
     """The methods' default grid is "quantile" (uci-large: never worse than the evenly
     spaced one by more than 0.2 %, better on heavy-tailed columns); "uniform" on request."""

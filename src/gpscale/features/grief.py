@@ -117,6 +117,17 @@ def grid_1d(x: torch.Tensor, m_bar: int, kind: str = "uniform") -> torch.Tensor:
                           dtype=x.dtype, device=x.device)
 
 
+def fill_grid(g: torch.Tensor, m_bar: int) -> torch.Tensor:
+    """A column's grid with fewer than m̄ points (but at least 2: a column of few
+    distinct values, or a quantile grid whose levels merged) as m̄ evenly spaced
+    points over its range, the paper's m̄ per dimension (§6), so that m = Π m̄ᵢ does
+    not cap p; a single point (a constant column) stays one point."""
+    if g.numel() < 2 or g.numel() >= m_bar:
+        return g
+    return torch.linspace(float(g.min()), float(g.max()), m_bar, dtype=g.dtype,
+                          device=g.device)
+
+
 class GriefFeatures(FeatureMap):
     """Grid-structured eigenfunctions Φ (n x p) of a separable RBF-ARD or Matérn-ARD
     base kernel (eq. 4); k̃(x, z) = φ(x)ᵀφ(z) ≈ k(x, z) with unit signal variance.

@@ -12,7 +12,7 @@ import torch
 
 from ..io.rows import Rows
 from ..kernels import Kernel, spectral_facts
-from ..models import FeatureGP, GriefIPosterior
+from ..models import FeatureGP, GriefIPosterior, ReweightedGriefPosterior
 from ..train import FitResult
 from ..train.grief import fit_grief_i, fit_grief_ii
 from ..validation import check_int
@@ -50,9 +50,15 @@ def fit_grief_mcmc(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kerne
                    num_features: int = 1000,
                    m_bar: int = 10, n_iter: int = 10_000, burn: int = 1000, thin: int = 50,
                    seed: int = 0, progress: bool = False, grid: str = "quantile",
-                   device: torch.device | str | None = None) -> tuple[GriefIPosterior, FitResult]:
+                   basis: str = "eigen", fill_grid: bool = True,
+                   device: torch.device | str | None = None
+                   ) -> tuple[ReweightedGriefPosterior | GriefIPosterior, FitResult]:
     """GP-GRIEF-I: MALA over the p eigenfunction weights and σ² (base kernel fixed at the
     exact-GP initialisation, grid placed by ``grid``); predictions average the draws.
+    ``basis="eigen"`` (default, eq. 16): the weights on the p eigenfunctions themselves;
+    ``"rotated"``: on the rotated basis Ṽᵀφ of §5 (at most n weights, O(p̃) per step).
+    ``fill_grid``: columns with fewer than ``m_bar`` distinct values still get
+    ``m_bar`` grid points over their range, so p is not capped by the grid.
     The FitResult's objective is the mean negative log posterior of the kept draws;
     acceptance rate, step size and effective sample sizes are in its last history row.
     ``X`` may be :class:`~gpscale.io.Rows` (y None): one pass for the grid and the
@@ -65,7 +71,7 @@ def fit_grief_mcmc(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kerne
     if burn >= n_iter:
         raise ValueError(f"burn={burn} must be smaller than n_iter={n_iter}")
     post, chain = fit_grief_i(X, y, p=num_features, m_bar=m_bar, kernel=facts.name,
-                              start=facts.given(), grid=grid,
+                              start=facts.given(), grid=grid, basis=basis, fill=fill_grid,
                               n_iter=n_iter, burn=burn, thin=thin, seed=seed,
                               progress=progress, device=device)
     ess = chain.ess.cpu()

@@ -7,6 +7,7 @@ from .exact_cg import ConjugateGradients
 from .feature import FeatureGP, chunk_statistics
 from .fitc import FITC
 from .grief import GriefIPosterior, OrthogonalGrief, grief_preconditioner
+from .grief_eigen import ReweightedGrief, ReweightedGriefPosterior
 from .sgpr import SGPR
 from .sgpr_passes import StreamedSGPR
 from .sparse import SparseGP
@@ -14,5 +15,6 @@ from .svgp import SVGP
 
 __all__ = ["GPModel", "MeanAndVariance", "MODEL_CLASSES", "model_class", "ExactGP",
            "FeatureGP", "FITC", "chunk_statistics", "gaussian_nll", "GriefIPosterior",
-           "OrthogonalGrief", "grief_preconditioner", "SGPR", "StreamedSGPR", "SparseGP", "SVGP",
+           "OrthogonalGrief", "grief_preconditioner", "ReweightedGrief",
+           "ReweightedGriefPosterior", "SGPR", "StreamedSGPR", "SparseGP", "SVGP",
            "Cholesky", "ConjugateGradients"]

@@ -25,11 +25,12 @@ from typing import NamedTuple
 
 import torch
 
-from ..features.grief import KERNELS_1D, GriefFeatures, check_grid
+from ..features.grief import KERNELS_1D, GriefFeatures, check_grid, fill_grid, grid_1d
 from ..io.rows import as_rows
 from ..kernels import RBF, Kernel, Matern, Scale, SpectralDensity
 from ..models import ExactGP, FeatureGP
 from ..models.grief import GriefIPosterior, OrthogonalGrief
+from ..models.grief_eigen import ReweightedGrief, ReweightedGriefPosterior
 from ..models.precond import separable_form
 from ..validation import check_xy
 from .grid_pass import QUANTILE_SAMPLE, summarize_rows, summary_grids
@@ -299,45 +300,64 @@ def fit_grief_i(
     start: dict | None = None,
     w_prior: tuple[float, float] = (1.0, 100.0),
     noise_prior_variance: float = 0.04,
+    basis: str = "eigen",
+    fill: bool = True,
     quantile_sample: int = QUANTILE_SAMPLE,
     chunk: int | None = None,
     seed: int | None = 0,
     progress: bool = False,
     dtype: torch.dtype = torch.float64,
     device: torch.device | str | None = None,
-) -> tuple[GriefIPosterior, MCMCResult]:
-    """GP-GRIEF-I: MALA over the eigenfunction weights w and σ² of the re-weighted
-    kernel (eq. 16), with the base-kernel θ fixed at the exact-GP initialisation (from
-    ``start``, as :func:`fit_grief_ii`).
+) -> tuple[ReweightedGriefPosterior | GriefIPosterior, MCMCResult]:
+    """GP-GRIEF-I: MALA over the weights w and σ² of the re-weighted kernel (eq. 16),
+    with the base-kernel θ (lengthscales, signal variance s₀) fixed at the exact-GP
+    initialisation (from ``start``, as :func:`fit_grief_ii`).
 
-    Each step is O(p̃) (:class:`OrthogonalGrief`, §5). Priors as the paper: log-normal
-    with (mode, variance) ``w_prior`` = (1, 100) for every wᵢ and (σ₀², 0.04) for σ²;
+    ``basis="eigen"`` (the paper's): w on the p scaled eigenfunctions,
+    K̃ = s₀ΦWΦᵀ, each step O(p³) by eq. 18 or, for n < p where cheaper, O(k²p + k³) in
+    the dual k × k form (k = rank Φ ≤ n; :class:`ReweightedGrief`).
+    ``basis="rotated"``: w on the rotated basis Ṽᵀφ of §5 (p̃ ≤ min(n, p) weights,
+    O(p̃) per step, :class:`OrthogonalGrief`). ``fill``: a column whose grid has fewer
+    than ``m_bar`` points gets ``m_bar`` evenly spaced ones over its range
+    (:func:`~gpscale.features.grief.fill_grid`), so p is capped only where the product
+    grid itself has fewer than p points. Priors as the paper: log-normal with
+    (mode, variance) ``w_prior`` = (1, 100) for every wᵢ and (σ₀², 0.04) for σ²;
     sampling on z = log(w, σ²) with the log-Jacobian Σ z in the target, from the
     prior mode; ``burn`` warm-up draws (step size adapted, then fixed) are discarded
     and every ``thin``-th kept. Returns the mixture predictor and the chain. ``X``
     may be :class:`~gpscale.io.Rows` (y None) as for :func:`fit_grief_ii`: after the
     grid pass one statistics pass, then MALA never reads a row again; the posterior
-    keeps n, not the rows.
+    keeps n and the statistics, not the rows.
     """
     if kernel not in KERNELS_1D:
         raise ValueError(f"unknown GRIEF base kernel {kernel!r}; choose one of {KERNELS_1D}")
+    if basis not in ("eigen", "rotated"):
+        raise ValueError(f"basis must be 'eigen' (eq. 16) or 'rotated', got {basis!r}")
     check_grid(grid)  # before the exact-GP initialisation, which is not free
     data = _training_data(X, y, m_bar, grid, init_points, quantile_sample, chunk, seed,
                           dtype, device)
     dev = data.device
     theta = init_exact(*data.init, kernel, init_points, init_max_iter, seed, start=start)
+    if fill:
+        grids = data.grids or [grid_1d(data.init[0][:, i], m_bar, grid)
+                               for i in range(data.d)]
+        data = data._replace(grids=[fill_grid(g, m_bar) for g in grids])
     features = _features(data, p, m_bar, kernel, grid, theta["lengthscale"], dtype)
     features.raw_lengthscale.requires_grad_(False)
     stats_model = FeatureGP(features, weights="fixed", dtype=dtype, device=dev, **data.rows)
     gram, proj, yy = stats_model.statistics()  # one pass: MALA needs only these (§5)
     n = stats_model.n
     s0 = theta["outputscale"].to(dtype=dtype, device=dev)
-    orth = OrthogonalGrief.from_statistics(gram * s0, proj * s0.sqrt(), yy, n,
-                                           normalize=False)
+    gram, proj = gram * s0, proj * s0.sqrt()  # the base kernel s₀k: w = 1 is its GRIEF form
+    if basis == "eigen":
+        lik = ReweightedGrief.from_statistics(gram, proj, yy, n)
+        k, nlml_and_grad = lik.p, lik.nlml_and_grad
+    else:
+        orth = OrthogonalGrief.from_statistics(gram, proj, yy, n, normalize=False)
+        k, nlml_and_grad = orth.rank, orth.nlml_and_grad
     noise0 = float(theta["noise"])
     mu_w, tau2_w = lognormal_from_mode_variance(*w_prior)
     mu_n, tau2_n = lognormal_from_mode_variance(noise0, noise_prior_variance)
-    k = orth.rank
     mu = torch.full((k + 1,), mu_w, dtype=dtype, device=dev)
     mu[-1] = mu_n
     tau2 = torch.full((k + 1,), tau2_w, dtype=dtype, device=dev)
@@ -347,7 +367,7 @@ def fit_grief_i(
         v = torch.exp(z)
         if not torch.isfinite(v).all() or (v <= 0).any():
             return torch.tensor(-math.inf, dtype=dtype), torch.zeros_like(z)
-        nlml, g_w, g_noise = orth.nlml_and_grad(v[:-1], v[-1])
+        nlml, g_w, g_noise = nlml_and_grad(v[:-1], v[-1])
         # log-normal prior density of v plus the log-Jacobian Σ z of v = e^z:
         # [−log v − ½ log 2πτ² − (log v − μ)²/(2τ²)] + z  (the −log v and z cancel)
         log_prior = (-z - 0.5 * torch.log(2 * math.pi * tau2)
@@ -360,6 +380,9 @@ def fit_grief_i(
     chain = mala(log_target, z0, n_iter=n_iter, warmup=burn, thin=thin, seed=seed,
                  progress=progress)
     v = torch.exp(chain.samples)
+    if basis == "eigen":
+        return ReweightedGriefPosterior(features, s0, gram, proj, yy, v[:, :-1], v[:, -1],
+                                        n=n), chain
     X_kept = data.rows.get("X")  # None when the rows were streamed
     return GriefIPosterior.from_orthogonal(features, s0, orth, v[:, :-1], v[:, -1],
                                            X=X_kept), chain
