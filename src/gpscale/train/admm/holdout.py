@@ -19,7 +19,7 @@ from ...models.exact import ExactGP
 from ...rng import as_generator
 from ..result import FitResult
 from .core import HoldoutADMM
-from .options import TANGENT, ADMMOptions, make_options
+from .options import DEFAULT_PRESET, TANGENT, ADMMOptions, make_options
 from .run import check_fit_args, finish_fit, run_holdout
 
 __all__ = ["fit_admm_hocv", "holdout_split", "validation_split", "TANGENT"]
@@ -75,7 +75,7 @@ def fit_admm_hocv(
     seed: int | torch.Generator | None = 0,
     validation: Any = None,
     options: ADMMOptions | None = None,
-    preset: str = "paper",
+    preset: str = DEFAULT_PRESET,
     progress: bool = False,
     on_divergence: str = "warn",
     scale: str = "ml",
@@ -100,13 +100,14 @@ def fit_admm_hocv(
     (``memory="chunked"``, or K_TT and K_VT beyond ``dense_bytes``) and the scale's
     solve run on its workers (:class:`~gpscale.train.admm.ops.KernelOps`).
 
-    The defaults are the paper's Algorithm 1 (ρ = 5, λ⁰ = 1, ε = 1e-2 on one
+    ``preset="paper"`` runs the paper's Algorithm 1 (ρ = 5, λ⁰ = 1, ε = 1e-2 on one
     iteration's ‖Δθ‖, coordinate descent with line minimisation for θ, one
-    Fletcher–Reeves step for z, z⁰ at a perturbed θ⁰; :class:`ADMMOptions`). ``preset``
-    names a variant (:data:`~gpscale.train.admm.options.PRESETS`): ``"lbfgs-cg"`` (L-BFGS
-    θ-steps and the z-step by CG to tolerance, z held in the θ-step) or ``"tangent"``
-    (our tangent θ-step, which reaches the CV optimum in few iterations, see
-    :data:`TANGENT`); keyword options override the preset. With z held in the θ-step θ
+    Fletcher–Reeves step for z, z⁰ at a perturbed θ⁰; :class:`ADMMOptions`). The
+    default, :data:`~gpscale.train.admm.options.DEFAULT_PRESET`, is ``"lbfgs-cg"`` (L-BFGS
+    θ-steps and the z-step by CG to tolerance, z held in the θ-step): the paper's steps
+    leave θ near θ⁰ (see ``DEFAULT_PRESET``). ``"tangent"`` is our tangent θ-step, which
+    reaches the CV optimum in few iterations (:data:`TANGENT`); keyword options override
+    the preset. With z held in the θ-step θ
     moves little per iteration under a fixed ρ (:mod:`gpscale.train.admm.core`,
     "Convergence"); ``adaptive_rho=True, rho_mu=2.0, lam_init="adjoint"`` with a
     smaller ``eps`` gets nearer the CV optimum (the variants side by side:

@@ -35,7 +35,7 @@ from ...params import positive_params
 from ...rng import as_generator
 from ..result import FitResult, theta_of
 from .core import HoldoutADMM
-from .options import ADMMOptions, make_options
+from .options import DEFAULT_PRESET, ADMMOptions, make_options
 from .run import check_fit_args, finish_fit, run_holdout
 
 
@@ -184,7 +184,7 @@ def _check_device(model: ExactGP, workers: int) -> None:
 
 def fit_admm_kfold(model: ExactGP, k: int = 2, *, seed: int | torch.Generator | None = 0,
                    workers: int = 1, client: Any = None, options: ADMMOptions | None = None,
-                   preset: str = "paper", on_divergence: str = "warn", scale: str = "ml",
+                   preset: str = DEFAULT_PRESET, on_divergence: str = "warn", scale: str = "ml",
                    **overrides: Any) -> FitResult:
     """Naive K-fold GPCV-ADMM (§3.2; method ``admm-kfold``): Algorithm 1 on every fold
     (fold k validates, the rest trains), then θ = mean_k θ^(k) in the hyperparameters'
@@ -233,7 +233,7 @@ def fit_admm_kfold(model: ExactGP, k: int = 2, *, seed: int | torch.Generator | 
 def fit_admm_consensus(model: ExactGP, k: int = 2, *, seed: int | torch.Generator | None = 0,
                        workers: int = 1, client: Any = None, tau: float | None = None,
                        local_iters: int = 1,
-                       options: ADMMOptions | None = None, preset: str = "paper",
+                       options: ADMMOptions | None = None, preset: str = DEFAULT_PRESET,
                        on_divergence: str = "warn", scale: str = "ml",
                        **overrides: Any) -> FitResult:
     """Consensus K-fold GPCV-ADMM (eq. 15–16; method ``admm-consensus``).
