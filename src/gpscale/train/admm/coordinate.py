@@ -1,5 +1,5 @@
-"""The θ-step of Algorithm 1 as the paper takes it (``direction="coordinate"``, the
-default): eq. (12) one coordinate of θ at a time (§5.3, "Coordinate descent ... is adopted
+"""The θ-step of Algorithm 1 as the paper takes it (``direction="coordinate"``, the ``paper``
+preset's): eq. (12) one coordinate of θ at a time (§5.3, "Coordinate descent ... is adopted
 when θ has more than one element"), each with its step μ₁ by line minimisation (§3.1) or
 Armijo's rule, z and λ held.
 

@@ -20,7 +20,8 @@ class ADMMOptions:
     ρ = 5, λ⁰ = 1, ε = 1e-2, 100 iterations, the θ-step of eq. (12) by coordinate
     descent with line-minimised steps, one Fletcher–Reeves step of eq. (14) for z, z⁰
     from (10) at a perturbed θ⁰, and Alg. 1's stop ‖θ^(η+1) − θ^η‖ < ε. The variants
-    this library measured are named in :data:`PRESETS`.
+    this library measured are named in :data:`PRESETS`; the trainers apply
+    :data:`DEFAULT_PRESET` unless given another.
 
     rho: ρ of the augmented Lagrangian; rho_dual: ρ′ of the dual step (11c), None = ρ.
     lam0: initial dual λ⁰ = lam0 · 1 (paper: 1). eps: stop when ‖Δθ‖ < eps (θ in its
