@@ -104,3 +104,26 @@ def test_ctrl_c_during_fit_exits_130_and_keeps_the_old_model(tmp_path, save_part
         assert "nothing was saved" in err, err
         assert old.read_bytes() == b"the previous model"
     assert [p.name for p in tmp_path.iterdir() if p.name.startswith(".")] == []
+
+
+def test_a_signal_the_moment_the_temporary_file_exists_still_removes_it(tmp_path, monkeypatch):
+    """The window between creating ``atomic_path``'s temporary file and entering its
+    cleanup: a SIGTERM there (``Terminated`` raised by the handler) left the hidden file
+    behind (seen once in a fresh-clone run of the SIGTERM-while-writing test)."""
+    import gpscale.files as files
+
+    real_close = os.close
+
+    def close_then_terminate(fd):
+        real_close(fd)
+        raise files.Terminated()
+
+    out = tmp_path / "p.csv"
+    out.write_bytes(b"old")
+    monkeypatch.setattr(files.os, "close", close_then_terminate)
+    with pytest.raises(files.Terminated):
+        with files.atomic_path(out):
+            raise AssertionError("the block should not start")
+    monkeypatch.undo()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["p.csv"]
+    assert out.read_bytes() == b"old"

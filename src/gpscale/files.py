@@ -33,9 +33,10 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     if path.is_dir():
         raise ValueError(f"{str(path)!r} is a directory; give a file name")
     tmp = parent / f".{path.name}.{secrets.token_hex(6)}.tmp"
-    # created like any new file (permissions from the umask), exclusively
-    os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
     try:
+        # created like any new file (permissions from the umask), exclusively; inside the
+        # try, so a SIGTERM that lands the moment the file exists still removes it
+        os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
         yield Path(tmp)
         os.replace(tmp, path)
     except BaseException:
