@@ -112,15 +112,18 @@ def test_a_signal_the_moment_the_temporary_file_exists_still_removes_it(tmp_path
     behind (seen once in a fresh-clone run of the SIGTERM-while-writing test)."""
     import gpscale.files as files
 
-    real_close = os.close
+    class TerminatedAfterClose:  # gpscale.files' os, and only its: other threads keep os
+        def __getattr__(self, name):
+            return getattr(os, name)
 
-    def close_then_terminate(fd):
-        real_close(fd)
-        raise files.Terminated()
+        @staticmethod
+        def close(fd):
+            os.close(fd)
+            raise files.Terminated()
 
     out = tmp_path / "p.csv"
     out.write_bytes(b"old")
-    monkeypatch.setattr(files.os, "close", close_then_terminate)
+    monkeypatch.setattr(files, "os", TerminatedAfterClose())
     with pytest.raises(files.Terminated):
         with files.atomic_path(out):
             raise AssertionError("the block should not start")
