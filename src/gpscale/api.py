@@ -11,7 +11,10 @@ from typing import Any
 
 from . import kernels as _kernels
 from .io import Rows, Source, TrainingData, training_data
+from .io.encoding import TableEncoding
+from .io.gaps import REFERENCE_ROWS
 from .io.inputs import table_kernel
+from .io.sample import sample_rows
 from .io.scaling import OWN_UNITS_ADVICE, rows_scaler, scaled_in_memory, with_codes
 from .kernels import Kernel
 from .methods import METHODS, Method, get_method, register_method
@@ -121,12 +124,21 @@ def run(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
                 plan, data, kernel, kernel_name, standardize, client, deadline)
         if hasattr(model, "freeze"):  # let go of rows not held and of the cluster,
             model.freeze()  # keeping what prediction needs, read while the cluster is up
+        reference = _reference_rows(data, client)
     if kernel_name == AUTO_KERNEL:  # read in passes: the method's default kernel
         kernel_name = DEFAULT_KERNEL
     return Predictor(model, scaler, result, method=m.name, kernel_name=kernel_name,
                      standardize=bool(standardize), feature_names=data.feature_names,
                      target_name=data.target_name, inputs=data.inputs, choice=plan.choice,
-                     kernel_choice=kernel_choice)
+                     kernel_choice=kernel_choice, reference=reference)
+
+
+def _reference_rows(data: TrainingData, client: Any) -> Any:
+    """For a table, a uniform sample of its encoded training rows, which a prediction
+    integrates a gap over (:mod:`gpscale.io.gaps`); None for other inputs."""
+    if not isinstance(data.inputs, TableEncoding):
+        return None
+    return sample_rows(data.source.partitions(), REFERENCE_ROWS, seed=0, client=client)[0]
 
 
 def _fit_held(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,

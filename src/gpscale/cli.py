@@ -420,7 +420,7 @@ def _predict(args: argparse.Namespace) -> int:
 
     def rows():
         for b in source.batches(rows=min(PREDICT_ROWS, source.default_rows())):
-            mean, std = predictor.predict(b.X, return_std=True)
+            mean, std = predictor.predict_encoded(b.X, return_std=True)
             chunk: dict[str, Any] = {k: b.keep[k] for k in keep}
             chunk.update(mean=mean, std=std)
             chunk.update((name, mean + z * std) for name, z in quantiles)

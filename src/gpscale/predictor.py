@@ -10,6 +10,10 @@ grid instead of the training rows; version 1 files, which hold the rows, still l
 ``inputs`` (absent from older files) holds how the inputs were made from a string
 column (:class:`gpscale.io.inputs.StringInputs`) or from a table's columns
 (:class:`gpscale.io.encoding.TableEncoding`), None for numeric columns.
+``reference`` (absent from older files and from models not fitted on a table): a
+uniform sample of the encoded training rows, the values a table's gaps are integrated
+over at prediction (:mod:`gpscale.io.gaps`); without it a gap is filled as before it
+existed (a number's training mean, an unknown level's zeros).
 ``written_by`` (absent from older files) names the gpscale version that wrote the file.
 ``checksum`` (absent from older files) is a sha256 over every other entry, tensors
 included (:mod:`gpscale.checksum`), checked at load: a damaged file is refused.
@@ -32,6 +36,7 @@ from . import kernels as _kernels
 from .checksum import CHECKSUM_KEY, check_content, content_digest
 from .files import atomic_bytes
 from .io.encoding import TableEncoding
+from .io.gaps import NEIGHBOURS, completions, mixture
 from .io.given import column_names, writable
 from .io.inputs import StringInputs, inputs_from_state, table_inputs
 from .kernels import Kernel
@@ -59,7 +64,8 @@ class Predictor:
                  target_name: str | None = None,
                  inputs: StringInputs | TableEncoding | None = None,
                  choice: Choice | None = None,
-                 kernel_choice: KernelChoice | None = None) -> None:
+                 kernel_choice: KernelChoice | None = None,
+                 reference: np.ndarray | None = None) -> None:
         self.model, self.scaler, self.result = model, scaler, result
         self.method, self.kernel_name, self.standardize = method, kernel_name, standardize
         #: input column names and target name, when the training data had them
@@ -72,6 +78,8 @@ class Predictor:
         #: the kernel family chosen from the data with kernel="auto", and every
         #: candidate's score (gpscale.methods.kernel_choice.KernelChoice), else None
         self.kernel_choice = kernel_choice
+        #: encoded training rows (unscaled) a table's gaps are integrated over, or None
+        self.reference = None if reference is None else np.asarray(reference, np.float64)
 
     @property
     def n_features(self) -> int:
@@ -145,18 +153,67 @@ class Predictor:
                 include_noise: bool = True) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         """Predictive mean at X (and standard deviation with ``return_std``), in the
         original units of y. ``include_noise``: std of a new observation y (default)
-        rather than of the latent function f."""
-        like = next(t for t in [*self.model.parameters(), *self.model.buffers()]
-                    if t.is_floating_point())
-        Xs = torch.as_tensor(self.scaler.transform_x(self._inputs(X)), dtype=like.dtype,
-                             device=like.device)
-        with torch.no_grad():
-            mean, var = self.model.predict(Xs, include_noise=include_noise)
-        mean = self.scaler.inverse_y(mean.detach().to("cpu", torch.float64).numpy())
+        rather than of the latent function f. A table row with a value of a kind
+        training never saw (:mod:`gpscale.io.gaps`) is predicted over what it could be."""
+        return self.predict_encoded(self._inputs(X), return_std, include_noise)
+
+    def predict_encoded(self, X: np.ndarray, return_std: bool = False,
+                        include_noise: bool = True
+                        ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
+        """:meth:`predict` for rows already encoded as the model's inputs (a table's
+        rows from :func:`gpscale.io.inputs.prediction_source`, NaN marking gaps)."""
+        Xs = self.scaler.transform_x(np.asarray(X, dtype=np.float64))
+        gapped = np.isnan(Xs).any(axis=1)
+        if gapped.any() and self.reference is None:  # a file written before gaps
+            Xs = self.scaler.transform_x(np.where(np.isnan(X), self._old_fill(), X))
+            gapped[:] = False
+        mean, var = self._model_predict(Xs[~gapped], include_noise)
+        if gapped.any():
+            mean, var = _merge(gapped, mean, var, *self._predict_gaps(Xs[gapped],
+                                                                      include_noise))
+        mean = self.scaler.inverse_y(mean)
         if not return_std:
             return mean
-        std = np.sqrt(np.clip(var.detach().to("cpu", torch.float64).numpy(), 0.0, None))
-        return mean, self.scaler.inverse_std(std)
+        return mean, self.scaler.inverse_std(np.sqrt(np.clip(var, 0.0, None)))
+
+    def _model_predict(self, Xs: np.ndarray, include_noise: bool
+                       ) -> tuple[np.ndarray, np.ndarray]:
+        """The model's mean and variance at scaled inputs, as float64 arrays."""
+        if len(Xs) == 0:
+            return np.empty(0), np.empty(0)
+        like = next(t for t in [*self.model.parameters(), *self.model.buffers()]
+                    if t.is_floating_point())
+        with torch.no_grad():
+            mean, var = self.model.predict(torch.as_tensor(Xs, dtype=like.dtype,
+                                                           device=like.device),
+                                           include_noise=include_noise)
+        return tuple(t.detach().to("cpu", torch.float64).numpy() for t in (mean, var))
+
+    def _predict_gaps(self, Xs: np.ndarray, include_noise: bool
+                      ) -> tuple[np.ndarray, np.ndarray]:
+        """Rows with gaps: the mixture of the predictions at their completions from the
+        reference rows (:func:`gpscale.io.gaps.completions`)."""
+        reference = self.scaler.transform_x(self.reference)
+        k = min(NEIGHBOURS, len(reference))
+        means, variances = [], []
+        for start in range(0, len(Xs), 1000):  # 1000·k completed rows at a time
+            filled, _ = completions(Xs[start:start + 1000], reference, k)
+            mean, var = self._model_predict(filled, include_noise)
+            means.append(mean)
+            variances.append(var)
+        return mixture(np.concatenate(means), np.concatenate(variances), k)
+
+    def _old_fill(self) -> np.ndarray:
+        """What a model file without reference rows fills a gap with: a number's training
+        mean, 0 in a one-hot block (the raw encoding's values)."""
+        fill = np.zeros(self.n_features)
+        if isinstance(self.inputs, TableEncoding):
+            start = 0
+            for code in self.inputs.codes:
+                if code.kind != "category":
+                    fill[start] = code.mean
+                start += code.width
+        return fill
 
     def summary(self) -> str:
         """Method, data, fit outcome and the hyperparameter table."""
@@ -218,6 +275,8 @@ class Predictor:
             "choice": None if self.choice is None else _plain(dataclasses.asdict(self.choice)),
             "kernel_choice": None if self.kernel_choice is None else _plain(
                 dataclasses.asdict(self.kernel_choice)),
+            **({} if self.reference is None
+               else {"reference": torch.as_tensor(self.reference, dtype=torch.float64)}),
             **quality_entry(self),
         }
         return {**saved, CHECKSUM_KEY: content_digest(saved)}
@@ -338,7 +397,29 @@ def _rebuild(saved: dict[str, Any], path: Path) -> Predictor:
                      feature_names=saved["feature_names"], target_name=saved["target_name"],
                      inputs=_string_inputs(saved.get("inputs"), path),
                      choice=_choice(saved.get("choice")),
-                     kernel_choice=_kernel_choice(saved.get("kernel_choice")))
+                     kernel_choice=_kernel_choice(saved.get("kernel_choice")),
+                     reference=_reference(saved.get("reference"), len(scaler.x_mean)))
+
+
+def _merge(gapped: np.ndarray, mean: np.ndarray, var: np.ndarray, gap_mean: np.ndarray,
+           gap_var: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Rows without gaps (``mean``, ``var``) and with them, back in the rows' order."""
+    out_mean, out_var = np.empty(len(gapped)), np.empty(len(gapped))
+    out_mean[~gapped], out_var[~gapped] = mean, var
+    out_mean[gapped], out_var[gapped] = gap_mean, gap_var
+    return out_mean, out_var
+
+
+def _reference(saved: Any, d: int) -> np.ndarray | None:
+    """The saved reference rows (None when absent); a TypeError (the file is damaged)
+    unless a float matrix of finite values over the model's ``d`` inputs."""
+    if saved is None:
+        return None
+    if not (isinstance(saved, torch.Tensor) and saved.ndim == 2 and saved.shape[1] == d
+            and saved.shape[0] > 0 and saved.is_floating_point()
+            and bool(torch.isfinite(saved).all())):
+        raise TypeError("its reference rows are not a finite matrix over the model's inputs")
+    return saved.numpy()
 
 
 def _choice(saved: dict[str, Any] | None) -> Choice | None:

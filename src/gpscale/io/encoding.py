@@ -3,21 +3,26 @@
 Every input column has a kind, told from its type before any row is read
 (:func:`column_kind`):
 
-- ``number``: integers, floats, booleans. Missing values (null or NaN) are filled with
-  the training mean, which standardises to 0, and a 0/1 column ``NAME (missing)`` says
-  which rows were filled;
+- ``number``: integers, floats, booleans. Missing values (null or NaN) in training are
+  filled with the training mean, which standardises to 0, and a 0/1 column
+  ``NAME (missing)`` says which rows were filled;
 - ``category``: strings (trimmed), pandas ``category`` and Arrow dictionary columns, and
   integer columns named in ``categorical=``. Each level of the rows with a target is a
   0/1 column ``NAME=LEVEL`` (one-hot, left unstandardised); a missing value is a level
   of its own, the last column ``NAME (missing)``, distinct from any level's value (a
-  level may be the text "(missing)"). A level never seen in training gets all zeros
-  (the prior of an unknown level) and a warning;
+  level may be the text "(missing)");
 - ``date``: Arrow date / timestamp types, pandas ``datetime64`` and text whose sampled
   values are mostly ISO dates (:mod:`.text_kind`, which also refuses dates and numbers
   written in forms gpscale does not read): days since the first training date, then as a
   number, followed by the sin / cos pairs of the periodic components asked for
-  (``date_features=``, :mod:`.dates`); a missing date is the training mean date in all
-  of them.
+  (``date_features=``, :mod:`.dates`); a missing date in training is the training mean
+  date in all of them, marked like a number's.
+
+What training never saw is not filled at prediction: a missing value in a column that
+had none in training, and a level never seen in training (or a missing category where
+training had none), are gaps, NaN in X, with a warning; the predictor integrates over
+what they could be (:mod:`.gaps`), so their intervals are wide where the model does not
+know.
 
 The levels, means and first date are learned by one pass over the rows
 (:mod:`gpscale.io.survey`); a :class:`TableEncoding` holds them, is saved with the model
@@ -54,8 +59,9 @@ DATE_SAMPLE = 64
 
 
 class UnseenLevelWarning(UserWarning):
-    """Prediction inputs hold a category level (or a missing value) the model never saw
-    in training; those rows get the prior of an unknown level."""
+    """Prediction inputs hold a category level, or a missing value, of a kind the model
+    never saw in training; those rows are predicted over what the value could be
+    (:mod:`gpscale.io.gaps`)."""
 
 
 def column_kind(name: str, t: pa.DataType, sample: Sequence[Any] = (),
@@ -203,7 +209,8 @@ class TableEncoding:
     # -- encoding -------------------------------------------------------------------
     def batch(self, table: pa.RecordBatch | pa.Table, cols: Columns, origin: Origin) -> Batch:
         """The rows of ``table`` as a checked :class:`Batch` of encoded inputs; rows
-        whose target is missing are left out."""
+        whose target is missing are left out. Values of a kind training never saw are
+        NaN (module docstring); training rows have none, as the survey saw them all."""
         keep_rows = None
         y = None
         if cols.target is not None:
@@ -219,7 +226,8 @@ class TableEncoding:
             X = np.ascontiguousarray(X[keep_rows])
             taken = pa.array(keep_rows)
             keep = {k: v.take(taken) for k, v in keep.items()}
-        check_finite(X, y, Columns(tuple(self.names), cols.target), origin)
+        check_finite(np.nan_to_num(X, nan=0.0, posinf=np.inf, neginf=-np.inf), y,
+                     Columns(tuple(self.names), cols.target), origin)  # NaN: a gap
         return Batch(np.ascontiguousarray(X), y, keep)
 
     def _encode(self, code: ColumnCode, col: Any, origin: Origin) -> np.ndarray:
@@ -230,11 +238,13 @@ class TableEncoding:
             else float_column(col)
         gap = np.isnan(v)
         if gap.any():
-            if not code.missing:
+            if code.missing:
+                v = np.where(gap, code.mean, v)
+            else:  # left NaN in every column of the block: a gap
                 warnings.warn(f"column {code.name!r} has {int(gap.sum())} missing value(s), "
-                              f"which it had none of in training: filled with the training "
-                              f"mean {code.mean:.6g}", UnseenLevelWarning, stacklevel=4)
-            v = np.where(gap, code.mean, v)
+                              f"which it had none of in training: those rows are predicted "
+                              f"over the values of training rows like them (wider "
+                              f"intervals)", UnseenLevelWarning, stacklevel=4)
         blocks = [v[:, None], periodic(v + code.origin, code.periodic)]
         return np.concatenate(blocks + [gap[:, None].astype(np.float64)] * code.missing,
                               axis=1)
@@ -251,13 +261,15 @@ class TableEncoding:
         out[rows, idx[rows]] = 1.0
         unseen = (idx < 0)
         if unseen.any():
+            out[unseen] = np.nan  # a gap: the predictor mixes over the training levels
             found = sorted({str(s) for s in strings.filter(pa.array(unseen & ~null))
                             .to_pylist()})
             what = ([f"levels {found[:5]}{' ...' if len(found) > 5 else ''}"] if found
                     else []) + (["missing values"] if (unseen & null).any() else [])
             warnings.warn(f"column {code.name!r}: {' and '.join(what)} not seen in "
-                          f"training ({int(unseen.sum())} row(s)): given the prior of an "
-                          "unknown level", UnseenLevelWarning, stacklevel=4)
+                          f"training ({int(unseen.sum())} row(s)): those rows are "
+                          "predicted over the levels of training rows like them (wider "
+                          "intervals)", UnseenLevelWarning, stacklevel=4)
         return out
 
     # -- saving ---------------------------------------------------------------------
