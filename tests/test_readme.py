@@ -10,9 +10,10 @@ script first on PATH, a python block as a script of its own after a prelude that
 * ``<!-- not run -->``: installation lines, a cluster to start by hand: never run here;
 * ``<!-- slow -->``: run only with ``-m slow``.
 
-Besides, the README stays a guide (under 15 000 bytes, the results and their provenance
-in docs/benchmarks.md), names every method and kernel a user can ask for, and every
-relative link in it and in docs/ reaches a file and a heading that exist.
+Besides, the README's first example is complete (it runs without the prelude) and prints
+what the README shows under it (a ``text`` block marked ``<!-- output -->``); the README
+names every method and kernel a user can ask for, and every relative link in it and in
+docs/ reaches a file and a heading that exist.
 """
 
 from __future__ import annotations
@@ -32,7 +33,6 @@ ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
 #: the pages whose code blocks run: the README and the docs
 PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
-README_LIMIT = 15_000  # bytes: the README is a guide; results live in docs/benchmarks.md
 SRC = ROOT / "src"
 BIN = Path(sys.executable).parent  # where the gpscale console script lives
 LANGS = {"bash": "sh", "sh": "sh", "shell": "sh", "console": "sh", "python": "python"}
@@ -133,6 +133,17 @@ def make_files(folder: Path) -> None:
          {"id": [f"m{i}" for i in range(len(chains))], "smiles": chains,
           "y": [len(s) + 0.1 * rng.standard_normal() for s in chains]})
     _csv(folder / "new.csv", {"id": ["n0", "n1", "n2"], "smiles": ["CCCO", "CCN", "CCCCCl"]})
+    n = 120  # a table as it comes: an id, a text category, ISO dates, a number with gaps
+    city = rng.choice(["Austin", "Dallas", "El Paso"], n)
+    size = rng.uniform(50, 200, n)
+    days = rng.integers(0, 700, n)
+    per_m2 = np.array([{"Austin": 3.0, "Dallas": 2.0, "El Paso": 1.5}[c] for c in city])
+    price = size * per_m2 + 0.1 * days + rng.normal(0, 5, n)
+    _csv(folder / "houses.csv", {
+        "listing": [f"L{i:04d}" for i in range(n)], "city": list(city),
+        "sold": [str(np.datetime64("2023-01-01") + int(d)) for d in days],
+        "size": ["" if i % 10 == 3 else repr(float(v)) for i, v in enumerate(size)],
+        "price": price})
     seqs = ["".join(rng.choice(list("ACDEFGHIK"), 12)) for _ in range(40)]
     for name, target in (("sequences.csv", "y"), ("mutants.csv", "fitness")):
         _csv(folder / name, {"sequence": seqs,
@@ -188,14 +199,38 @@ def test_readme_block_runs(block, tmp_path):
 
 
 # -- the README is a guide, and the pages link up ---------------------------------------------
-def test_readme_is_a_short_guide():
-    size = README.stat().st_size
-    assert size < README_LIMIT, (
-        f"README.md is {size} bytes; keep it under {README_LIMIT} (a user's guide): move "
-        "results, provenance and long comparisons to docs/benchmarks.md")
+def test_readme_keeps_the_two_commands():
     text = README.read_text(encoding="utf-8")
     for command in ("make demo", "make test"):  # the two commands promised on a fresh machine
         assert f"\n{command}" in text, f"README.md lost `{command}`"
+
+
+def _shown_output(text: str) -> str:
+    """The README's ``text`` block marked ``<!-- output -->``: what its first example
+    prints."""
+    m = re.search(r"<!--\s*output\s*-->\s*\n```text\n(.*?)```", text, re.S)
+    assert m, "README.md shows no output (a ```text block after <!-- output -->)"
+    return m.group(1)
+
+
+NUMBER = re.compile(r"-?\d+\.\d+")
+
+
+def test_the_first_example_is_complete_and_prints_what_the_readme_shows(tmp_path):
+    text = README.read_text(encoding="utf-8")
+    first = next(b for b in readme_blocks(text) if b.kind == "python")
+    script = tmp_path / "first.py"
+    script.write_text(first.code)  # no prelude: a reader copies it as it is
+    env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
+    out = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    shown, printed = _shown_output(text), out.stdout
+    # the words as shown; the numbers to the third decimal the example prints, give or
+    # take rounding differences between machines
+    assert NUMBER.sub("#", printed).split() == NUMBER.sub("#", shown).split(), printed
+    np.testing.assert_allclose([float(v) for v in NUMBER.findall(printed)],
+                               [float(v) for v in NUMBER.findall(shown)], atol=2e-3)
 
 
 def test_readme_names_every_method_and_kernel():
