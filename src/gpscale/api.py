@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import kernels as _kernels
+from .deadline import Deadline
 from .io import Rows, Source, TrainingData, training_data
 from .io.inputs import table_kernel
 from .io.scaling import OWN_UNITS_ADVICE, rows_scaler, scaled_in_memory, with_codes
@@ -21,7 +22,6 @@ from .methods.skill_check import check_skill
 from .parallel.cluster import connect
 from .plan import Plan, make_plan, survey_cluster
 from .predictor import FORMAT_VERSION, Predictor, load
-from .train.deadline import Deadline
 
 __all__ = ["fit", "load", "choose", "Choice", "Predictor", "register_method", "get_method",
            "METHODS", "Method", "FORMAT_VERSION"]

@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ..deadline import Deadline
 from ..kernels import Kernel
 from ..kernels.chunked import tiled_gradient
 from ..metrics import nlpd
@@ -27,7 +28,6 @@ from ..models.skill import fit_skill
 from ..priors import Prior, resolve_priors
 from ..progress import MORE_TIME, progress_bar, progress_note
 from ..train import FitResult, fit_lbfgs
-from ..train.deadline import Deadline
 from ..train.exact_refine import PROBES, refine_on_rows
 from ..train.lbfgs import OUT_OF_TIME, warn_if_out_of_time
 from ..train.starts import fit_from_sqrt_d, sample_rows

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..deadline import Deadline
 from ..kernels import Kernel, make_kernel
 from ..kernels.chunked import tiled_gradient
 from ..linalg import robust_cholesky
@@ -35,7 +36,6 @@ from ..metrics import nlpd_terms
 from ..models import ExactGP
 from ..models.skill import loo_residuals
 from ..train import FitResult
-from ..train.deadline import Deadline
 from ..train.starts import sample_rows
 from .cost import GUARD_MIN_N, exact_seconds, too_large
 from .exact import fit_exact

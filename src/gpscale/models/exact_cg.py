@@ -34,10 +34,11 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
+from ..deadline import Deadline
 from ..linalg.cg import cg
 from ..linalg.cluster_operator import ClusterOperator
 from ..linalg.lowrank import low_rank_inverse
@@ -76,8 +77,6 @@ LOOSE_TOL = 1e-2
 DIVERGED, STALLED = 10.0, 20
 #: ``objective()`` (the exact NLML by one Cholesky) is offered up to this many rows
 DENSE_OBJECTIVE_MAX = 8000
-if TYPE_CHECKING:
-    from ..train.deadline import Deadline
 
 _CACHES = {"pathwise": PathwiseVariance, "lanczos": LanczosVariance}
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
