@@ -36,8 +36,10 @@ from __future__ import annotations
 import argparse
 import contextlib
 import importlib
+import importlib.util
 import logging
 import os
+import subprocess
 import sys
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -73,7 +75,7 @@ TERMINATED = 143
 #: ``gpscale fit`` says how much memory a method that loads every row will hold above this
 NOTICE_BYTES = 64 * 2**20
 #: an editable install's repository root (src/gpscale/cli.py -> ../..), where the
-#: ``benchmarks/`` package sits: ``gpscale bench`` finds it there when it is not importable
+#: ``benchmarks/`` package sits: ``gpscale bench`` run outside it runs them from there
 CHECKOUT = Path(__file__).resolve().parents[2]
 
 
@@ -457,33 +459,26 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _benchmarks():
-    """The top-level ``benchmarks`` package (a checkout's lab, not in the wheel): imported
-    as it is, else from the ``benchmarks/`` folder in :data:`CHECKOUT`."""
-    try:
-        return importlib.import_module("benchmarks")
-    except ModuleNotFoundError as err:
-        if err.name != "benchmarks" or not (CHECKOUT / "benchmarks" / "__init__.py").is_file():
-            raise
-    sys.path.append(str(CHECKOUT))  # on sys.path, so spawned processes import it too
-    importlib.invalidate_caches()
-    return importlib.import_module("benchmarks")
-
-
 def _bench(rest: list[str]) -> int:
-    try:
-        bench = _benchmarks()
-    except ImportError as err:
-        missing = isinstance(err, ModuleNotFoundError) and err.name == "benchmarks"
-        why = "the benchmarks are not in the installed package" if missing else str(err)
-        raise ValueError(f"gpscale bench is unavailable ({why}); run it from a gpscale "
-                         "checkout installed with: pip install -e '.[bench]'") from None
-    bench_main = getattr(bench, "main", None)
-    if bench_main is None:
-        raise ValueError(f"gpscale bench is unavailable: {bench.__name__!r} "
-                         f"({getattr(bench, '__file__', None)}) has no main()")
-    status = bench_main(rest)
-    return int(status) if status is not None else 0
+    """``gpscale bench ...`` is ``python -m benchmarks ...`` in a child process, in the
+    current folder (so ``--out`` and the reports land where they did). The benchmarks are
+    a checkout's lab, not part of the package: the library neither imports them nor edits
+    its own ``sys.path`` to reach them (both would change what this process, and the
+    processes it spawns, import). The child finds them in the current folder (a checkout's
+    root), installed, or, run from elsewhere, beside the ``src/`` of the editable checkout
+    this gpscale comes from (:data:`CHECKOUT`, put on the child's PYTHONPATH)."""
+    env = dict(os.environ)
+    if importlib.util.find_spec("benchmarks") is None \
+            and not Path("benchmarks", "__init__.py").is_file():
+        if not (CHECKOUT / "benchmarks" / "__init__.py").is_file():
+            raise ValueError("gpscale bench is unavailable (the benchmarks are not in the "
+                             "installed package); run it from a gpscale checkout installed "
+                             "with: pip install -e '.[bench]'")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"),
+                                                          str(CHECKOUT)]))
+    for stream in (sys.stdout, sys.stderr):  # what this process printed comes first
+        stream.flush()
+    return subprocess.run([sys.executable, "-m", "benchmarks", *rest], env=env).returncode
 
 
 COMMANDS = {"demo": _demo, "fit": _fit, "predict": _predict, "methods": _methods,
