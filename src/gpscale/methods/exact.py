@@ -64,7 +64,7 @@ SOLVE_MARGIN = 2.0
 @register("exact", "exact GP, ML-II (or MAP-II with prior=) by L-BFGS: the reference; "
           "Cholesky up to a few thousand rows, beyond that θ from a row sample and the "
           "posterior on every row by preconditioned CG (solver=)", cluster=True,
-          chooses_kernel=True)
+          chooses_kernel=True, exact=True)
 def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0.1,
               mean: str = "zero", max_iter: int = 200, restarts: int = 0,
               seed: int | None = None, progress: bool = False,

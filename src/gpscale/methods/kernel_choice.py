@@ -200,7 +200,7 @@ def _iterative(method: Method, options: dict[str, Any], X: torch.Tensor) -> bool
     """Whether the exact method's fit will take its iterative path (CG) on these rows,
     whatever family is chosen (the solver switch of the slower, non-RBF contraction),
     decided as the fit decides it: on the distinct inputs, copies merged."""
-    if method.fit_fn is not fit_exact:
+    if not method.exact:
         return False
     solver = options.get("solver", "auto")
     if solver != "auto":
@@ -256,7 +256,7 @@ def kernel_for(method: Method, X: torch.Tensor, y: torch.Tensor, options: dict[s
     if _iterative(method, options, X):  # pathwise variances need a spectral density
         candidates = tuple(c for c in CANDIDATES
                            if make_kernel(c, d).spectral_density() is not None)
-    if method.fit_fn is fit_exact:  # the candidates are fits of this very method
+    if method.exact:  # the candidates are fits of this very method
         fit_options = {k: v for k, v in options.items()
                        if k not in _CG_OPTIONS + ("seed", "time_limit")}
         # a fit's seed moves only its restarts: without one, no fit repeats another
