@@ -34,14 +34,11 @@ Unix conventions:
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib
 import importlib.util
-import logging
 import os
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -62,7 +59,7 @@ from .commands.usage import (
 from .files import Terminated, check_output, flush, sigterm_raises, write_all
 from .io import find_files, prediction_source, training_data, training_source, write_table
 from .kernels import KERNELS
-from .parallel.cluster import connect
+from .parallel.cluster import connect, quiet_logs
 from .plan import survey_cluster
 from .threads import thread_limit
 
@@ -333,7 +330,7 @@ def _fit(args: argparse.Namespace) -> int:
         raise ValueError("--out - would write a binary model file to the terminal; "
                          "redirect stdout (> model.pt) or give a file name")
     early = survey_cluster(args.method, args.scheduler, args.workers)
-    with _dask_logs_quiet(early != (None, None)), connect(*early) as client:
+    with quiet_logs(early != (None, None)), connect(*early) as client:
         predictor = _fit_on(args, client)
     interrupted = predictor.result.reason == "interrupted"
     where = "stdout" if args.out == STDIO else args.out
@@ -369,39 +366,9 @@ def _fit_on(args: argparse.Namespace, client: Any) -> api.Predictor:
              f"{source.num_features} inputs (the streaming methods: "
              f"{', '.join(n for n, m in api.METHODS.items() if m.streams)})", stderr=True)
     cluster = (args.scheduler, args.workers) if client is None else (client, None)
-    with _dask_logs_quiet(plan.on_cluster):
+    with quiet_logs(plan.on_cluster):
         return api.run(plan, data, k, kernel_name, standardize=not args.no_standardize,
                        scheduler=cluster[0], workers=cluster[1])
-
-
-@contextlib.contextmanager
-def _dask_logs_quiet(on_cluster: bool) -> Iterator[None]:
-    """dask.distributed's own log records off in this process while a fit uses a
-    cluster: when the scheduler goes away, dask logs tracebacks as it retries and gives
-    up, and the one-line error (gpscale.parallel.cluster.connect names the lost scheduler)
-    says it all."""
-    if not (on_cluster and _imported("distributed")):  # (its logging set-up first)
-        yield
-        return
-    logs = [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
-            if name.split(".")[0] == "distributed"]  # dask sets some children's levels
-    levels = [log.level for log in logs]
-    for log in logs:
-        log.setLevel(logging.CRITICAL + 1)
-    try:
-        yield
-    finally:
-        for log, level in zip(logs, levels):
-            log.setLevel(level)
-
-
-def _imported(module: str) -> bool:
-    """Whether ``module`` can be imported (it is, now); connect() says what to install."""
-    try:
-        importlib.import_module(module)
-    except ImportError:
-        return False
-    return True
 
 
 def _model_to_stdout(predictor: api.Predictor) -> None:
