@@ -277,7 +277,7 @@ def _fit_kin(method: str, X, y, m: int, args, epochs: int | None, max_time: floa
         model, res = fit_sgpr(X, y, _rbf(X.shape[1]), m, noise=0.1, init="random",
                               seed=args.seed, max_iter=200)
     elif method == "spgp":  # Snelson's start: random training inputs, SPGP's θ₀
-        from gpscale.train.deadline import Deadline
+        from gpscale.deadline import Deadline
         from gpscale.train.spgp import fit_spgp, snelson_start
 
         model, res = fit_spgp(X, y, _rbf(X.shape[1]), m, init="random", seed=args.seed,

@@ -7,8 +7,8 @@ of x plus noise) is written as ``--files`` Parquet files and read back through
 ``LocalCluster`` of 1 and 2 single-threaded worker processes (``--workers``):
 
 * **products**: the seconds of one product C V with ``--rhs`` right-hand sides on every
-  row (:class:`~gpscale.linalg.operator.KernelOperator` in process,
-  :class:`~gpscale.linalg.cluster_operator.ClusterOperator` on the cluster: X goes to the workers
+  row (:class:`~gpscale.kernels.operator.KernelOperator` in process,
+  :class:`~gpscale.kernels.cluster_operator.ClusterOperator` on the cluster: X goes to the workers
   once, each product sends V and gathers the row blocks of C V), float32 tiles (the
   solver's default), the median of ``--repeat`` products, and the largest relative
   difference of the cluster's product from the in-process one;
@@ -132,8 +132,8 @@ def _fit(folder: Path, n_fit: int, n_test: int, workers: int | None) -> dict:
 def run(args, rec) -> None:
     import tempfile
 
-    from gpscale.linalg.cluster_operator import ClusterOperator
-    from gpscale.linalg.operator import KernelOperator
+    from gpscale.kernels.cluster_operator import ClusterOperator
+    from gpscale.kernels.operator import KernelOperator
     from gpscale.parallel.cluster import connect
 
     if args.quick:

@@ -163,7 +163,7 @@ def _rmse(mean: torch.Tensor, y: torch.Tensor) -> float:
 def _svgp():
     """SVGP baseline (another module); None with the reason if it is not available."""
     try:
-        from gpscale.kernels.feature import FeatureKernel
+        from gpscale.features import FeatureKernel
         from gpscale.train.svgp import fit_svgp
     except ImportError as err:  # pragma: no cover - depends on the tree
         return None, f"SVGP not available: {err}"

@@ -138,31 +138,54 @@ def test_ctrl_c_exits_130(train_csv, tmp_path, monkeypatch, capsys):
     assert code == 130 and "interrupted" in err
 
 
-def test_bench_delegates_remaining_arguments(monkeypatch):
-    import benchmarks
-
+def test_bench_runs_the_benchmarks_in_a_child_process(monkeypatch, tmp_path):
+    """``gpscale bench ARGS`` is ``python -m benchmarks ARGS`` in the current folder (the
+    library never imports its benchmarks), its exit status gpscale's."""
     seen = []
-    monkeypatch.setattr(benchmarks, "main", lambda argv: seen.append(argv) or 7)
+
+    def child(cmd, env):
+        seen.append((cmd, os.getcwd()))
+        return subprocess.CompletedProcess(cmd, 7)
+
+    monkeypatch.setattr(cli.subprocess, "run", child)
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "benchmarks").mkdir()
+    (tmp_path / "benchmarks" / "__init__.py").write_text("")  # a checkout's root
     assert cli.main(["bench", "exact", "--quick", "--out", "x"]) == 7
-    assert seen == [["exact", "--quick", "--out", "x"]]
+    assert seen == [([sys.executable, "-m", "benchmarks", "exact", "--quick", "--out", "x"],
+                     str(tmp_path))]
 
 
 def test_bench_unavailable_says_how_to_get_it(monkeypatch, tmp_path, capsys):
     monkeypatch.setitem(sys.modules, "benchmarks", None)  # not importable
     monkeypatch.setattr(cli, "CHECKOUT", tmp_path)  # and no checkout around gpscale
+    monkeypatch.chdir(tmp_path)  # nor in the current folder
+    monkeypatch.setattr(cli.subprocess, "run", None)  # so no child is started
     _expect_error(capsys, ["bench", "--list"], "from a gpscale checkout installed with: "
                   "pip install -e '.[bench]'")
+
+
+def _bench_list(cwd, *command):
+    src = Path(gpscale.__file__).resolve().parents[1]
+    env = {**os.environ, "PYTHONPATH": str(src)}
+    out = subprocess.run([sys.executable, *command, "bench", "--list"],
+                         cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert {line.split()[0] for line in out.stdout.splitlines()} >= {"exact", "uci-large"}
+
+
+def test_bench_runs_from_the_checkout_root(tmp_path):
+    """As the console script runs it: the current folder (the checkout's root) is not on
+    gpscale's sys.path, only the child's."""
+    script = tmp_path / "gpscale_command.py"
+    script.write_text("import sys\nfrom gpscale.cli import main\nsys.exit(main())\n")
+    _bench_list(Path(gpscale.__file__).resolve().parents[2], str(script))
 
 
 def test_bench_finds_the_benchmarks_of_the_checkout_it_runs_from(tmp_path):
     """``gpscale bench`` run outside the repository (``benchmarks`` not importable from
     there) takes the ``benchmarks/`` folder beside the checkout's ``src/``."""
-    src = Path(gpscale.__file__).resolve().parents[1]
-    env = {**os.environ, "PYTHONPATH": str(src)}
-    out = subprocess.run([sys.executable, "-m", "gpscale.cli", "bench", "--list"],
-                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    assert {line.split()[0] for line in out.stdout.splitlines()} >= {"exact", "uci-large"}
+    _bench_list(tmp_path, "-m", "gpscale.cli")
 
 
 def test_demo_defaults_are_the_full_job():

@@ -1,4 +1,4 @@
-"""Budgets kept: a fit's time allowance (gpscale.train.deadline) read by every stage that
+"""Budgets kept: a fit's time allowance (gpscale.deadline) read by every stage that
 can stop early — L-BFGS between iterations, CG between iterations, the iterative exact
 GP's stages, the kernel's choice — and what ``auto`` passes down. The clock is a fake
 one that the tests move, so each stage's cut is exact and nothing here is timed."""
@@ -11,7 +11,8 @@ import pytest
 import torch
 
 import gpscale
-import gpscale.train.deadline as deadline_module
+import gpscale.deadline as deadline_module
+from gpscale.deadline import Deadline
 from gpscale.kernels import RBF, Scale
 from gpscale.linalg.cg import cg
 from gpscale.methods import METHODS
@@ -22,7 +23,6 @@ from gpscale.models import ConjugateGradients, ExactGP
 from gpscale.models.exact_cg import LOOSE_TOL, precond_cap
 from gpscale.plan import make_plan
 from gpscale.train import fit_lbfgs
-from gpscale.train.deadline import Deadline
 from gpscale.train.lbfgs import OUT_OF_TIME
 from gpscale.train.warning_types import ConvergenceWarning
 

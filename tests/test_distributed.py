@@ -24,7 +24,7 @@ pq = pytest.importorskip("pyarrow.parquet")
 
 import gpscale  # noqa: E402
 from gpscale.features import NeuralFeatures, RandomFourierFeatures, ScaledFeatures  # noqa: E402
-from gpscale.linalg import cluster_operator as cop  # noqa: E402
+from gpscale.kernels import cluster_operator as cop  # noqa: E402
 from gpscale.models import feature_stats as fs  # noqa: E402
 from gpscale.parallel import cluster, reduce  # noqa: E402
 from gpscale.preprocessing import Standardizer  # noqa: E402
@@ -521,7 +521,7 @@ def test_connect_workers_starts_and_closes_processes():
 @pytest.mark.parametrize("block_dtype", [None, torch.float32])
 def test_kernel_products_on_the_cluster_equal_in_process(client, kernel_name, block_dtype):
     from gpscale.kernels import make_kernel
-    from gpscale.linalg.operator import KernelOperator
+    from gpscale.kernels.operator import KernelOperator
 
     g = torch.Generator().manual_seed(3)
     X = torch.randn(700, 3, generator=g, dtype=torch.float64)
@@ -575,7 +575,7 @@ def test_the_refinement_on_every_row_contracts_on_the_cluster(client):
     tasks on the workers and equals the in-process contraction; a refined fit with
     ``scheduler=`` equals the one in process."""
     from gpscale.kernels import make_kernel
-    from gpscale.linalg.operator import KernelOperator
+    from gpscale.kernels.operator import KernelOperator
 
     g = torch.Generator().manual_seed(4)
     X = torch.randn(600, 3, generator=g, dtype=torch.float64)
@@ -688,8 +688,8 @@ def test_the_preconditioners_factor_is_built_and_applied_on_the_workers(client, 
     import gc
 
     from gpscale.kernels import make_kernel
+    from gpscale.kernels.operator import KernelOperator
     from gpscale.linalg.lowrank import factor_gram, factor_tmatmul, low_rank_inverse, rp_cholesky
-    from gpscale.linalg.operator import KernelOperator
 
     g = torch.Generator().manual_seed(7)
     X = torch.randn(700, 3, generator=g, dtype=torch.float64)

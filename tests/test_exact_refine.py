@@ -52,7 +52,7 @@ def test_operator_contraction_matches_autograd(device, kernel, block_dtype):
     """The operator's contraction (tiled for an RBF under Scale wrappers, ``kernel.vjp``
     slabs otherwise) equals autograd through the dense K: to 1e-10 with float64 tiles,
     to 1e-4 of the largest gradient with float32 tiles."""
-    from gpscale.linalg.operator import KernelOperator
+    from gpscale.kernels.operator import KernelOperator
 
     X, _ = _data(n=90, device=device)
     ls = torch.tensor([0.7, 1.1, 1.9])

@@ -20,7 +20,7 @@ from gpscale.kernels.chunked import (
     kernel_product,
     prepare_columns,
 )
-from gpscale.linalg.operator import KernelOperator, row_blocks
+from gpscale.kernels.operator import KernelOperator, row_blocks
 from gpscale.models import ConjugateGradients, ExactGP, model_class
 
 KERNELS = {
@@ -439,7 +439,7 @@ def test_the_preconditioners_cap_keeps_a_rank_floor_where_memory_allows(monkeypa
     assert precond_cap(big, available=2**20) == 1016  # never below PRECOND_BYTES' rank
     assert precond_cap(big, itemsize=4) == PRECOND_MIN_RANK  # float32: 2 033 by bytes
     # the model asks for it with the memory its operator has (here: this machine's)
-    from gpscale.linalg import operator
+    from gpscale.kernels import operator
     X, y, _ = _data(300)
     monkeypatch.setattr(exact_cg, "PRECOND_BYTES", 8 * 300 * 10)  # rank 10 by bytes
     monkeypatch.setattr(exact_cg, "PRECOND_MIN_RANK", 40)

@@ -114,6 +114,8 @@ def test_methods_that_do_not_choose_fit_the_default_family():
     assert pred.kernel_choice is None and pred.kernel_name == DEFAULT_KERNEL
     assert gpscale.METHODS["exact"].chooses_kernel and gpscale.METHODS["sgpr"].chooses_kernel
     assert not gpscale.METHODS["rff"].chooses_kernel
+    # the exact GP declares itself (its candidates are fits of the method itself)
+    assert [name for name, m in gpscale.METHODS.items() if m.exact] == ["exact"]
 
 
 def test_the_estimator_and_the_command_line_choose_too(tmp_path):

@@ -11,11 +11,11 @@ import pytest
 import torch
 
 import gpscale
+from gpscale.features import FeatureKernel
 from gpscale.kernels import (
     KERNEL_CLASSES,
     KERNELS,
     RBF,
-    FeatureKernel,
     Kernel,
     Matern,
     Scale,

@@ -1,17 +1,44 @@
-"""The package's architecture, checked from its source: no import cycles between modules
-(function-level imports included), models never import trainers, the library never
-imports its benchmarks (the top-level ``benchmarks`` package; only ``gpscale bench``
-reaches it, by name at run time) nor do they import its private names, every registered
-method's adapter lives in gpscale.methods, only gpscale.parallel.cluster imports dask, and
-no module imports another's private names."""
+"""The rules docs/design.md states, checked from the source: imports run one way between
+the layers of its picture (function-level imports and imports for type checkers count),
+with no cycle and no import made by a string; models never import trainers; the library
+never imports its benchmarks (the top-level ``benchmarks`` package; ``gpscale bench``
+runs it as a child process) nor edits ``sys.path``, and the benchmarks use only
+gpscale's public names; no import is moved into a function to step around a cycle;
+every registered method's adapter lives in gpscale.methods, and none is recognised by
+its fit function; only gpscale.parallel.cluster imports dask; no module imports
+another's private names; one data path; one exact-GP model class; no kernel looked up
+by its class name, and linalg never reads a kernel's parameters."""
 
 import ast
+import io
+import re
+import tokenize
 from pathlib import Path
+from typing import NamedTuple
 
 import gpscale
 
 PACKAGE = Path(gpscale.__file__).resolve().parent
 BENCHMARKS = Path(__file__).resolve().parents[1] / "benchmarks"
+DESIGN = Path(__file__).resolve().parents[1] / "docs" / "design.md"
+
+#: docs/design.md's picture, its first row first: a module imports modules of its own
+#: layer and of the layers before it, never of one after it (each layer by the first
+#: part of its modules' names after ``gpscale.``; "" is gpscale/__init__.py)
+LAYERS = [
+    ("shared", {"params", "priors", "preprocessing", "validation", "files", "sizes", "rng",
+                "deadline", "metrics", "progress", "quality", "threads", "checksum"}),
+    ("parallel", {"parallel"}),
+    ("linalg", {"linalg"}),
+    ("kernels", {"kernels"}),
+    ("features", {"features"}),
+    ("data", {"data"}),
+    ("io", {"io"}),
+    ("models", {"models"}),
+    ("train", {"train"}),
+    ("methods", {"methods"}),
+    ("doors", {"plan", "api", "predictor", "cli", "commands", "sklearn", "demo", ""}),
+]
 
 
 def _module_name(path: Path) -> str:
@@ -22,41 +49,74 @@ def _module_name(path: Path) -> str:
     return ".".join(parts)
 
 
-def _imports(path: Path) -> set[str]:
-    """gpscale modules imported anywhere in ``path`` (relative imports resolved)."""
+class Import(NamedTuple):
+    line: int
+    module: str  # absolute (relative imports resolved), as written
+    names: list[str]  # the names of a ``from`` import; [] for ``import x``
+    where: str  # "module", "function" (runs when called) or "type-checking" (never runs)
+
+
+def _import_nodes(tree: ast.AST, where: str = "module"):
+    """(node, where) for every import statement under ``tree``."""
+    for node in ast.iter_child_nodes(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            yield node, where
+        elif isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            for part in node.body:
+                yield from _import_nodes(ast.Module(body=[part], type_ignores=[]),
+                                         "type-checking")
+            for part in node.orelse:
+                yield from _import_nodes(ast.Module(body=[part], type_ignores=[]), where)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            yield from _import_nodes(node, "function")
+        else:
+            yield from _import_nodes(node, where)
+
+
+def _all_imports(path: Path) -> list[Import]:
+    """Every import statement in ``path``, relative ones made absolute."""
     name = _module_name(path)
     package = name if path.name == "__init__.py" else name.rsplit(".", 1)[0]
-    found = set()
-    tree = ast.parse(path.read_text())
-    for node in ast.walk(tree):  # imports for type checkers only do not run
-        if isinstance(node, ast.If) and getattr(node.test, "id", None) == "TYPE_CHECKING":
-            node.body = []
-    for node in ast.walk(tree):
+    found = []
+    for node, where in _import_nodes(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.startswith("gpscale")}
-        elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[: len(base) - node.level + 1]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
-            if not mod.startswith("gpscale"):
-                continue
-            for a in node.names:  # `from . import x` may name a submodule
-                sub = f"{mod}.{a.name}"
-                found.add(sub if (PACKAGE.parent / sub.replace(".", "/")).exists()
-                          or (PACKAGE.parent / (sub.replace(".", "/") + ".py")).exists()
-                          else mod)
+            found += [Import(node.lineno, a.name, [], where) for a in node.names]
+            continue
+        mod = node.module or ""
+        if node.level:
+            base = package.split(".")
+            base = base[: len(base) - node.level + 1]
+            mod = ".".join(base + ([node.module] if node.module else []))
+        found.append(Import(node.lineno, mod, [a.name for a in node.names], where))
     return found
 
 
-def _graph() -> dict[str, set[str]]:
+def _is_module(name: str) -> bool:
+    path = PACKAGE.parent / name.replace(".", "/")
+    return path.is_dir() or path.with_suffix(".py").exists()
+
+
+def _imports(path: Path, kinds: tuple[str, ...] = ("module", "function")) -> set[str]:
+    """gpscale modules imported by ``path`` where ``kinds`` says (module level, in
+    functions, for type checkers)."""
+    found = set()
+    for imp in _all_imports(path):
+        if imp.where not in kinds or not imp.module.startswith("gpscale"):
+            continue
+        if not imp.names:
+            found.add(imp.module)
+        for n in imp.names:  # `from . import x` may name a submodule
+            sub = f"{imp.module}.{n}"
+            found.add(sub if _is_module(sub) else imp.module)
+    return found
+
+
+def _graph(kinds: tuple[str, ...] = ("module", "function")) -> dict[str, set[str]]:
     modules = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
     graph = {}
     for name, path in modules.items():
         deps = set()
-        for mod in _imports(path):
+        for mod in _imports(path, kinds):
             while mod and mod not in modules:  # gpscale.x.Name -> gpscale.x
                 mod = mod.rsplit(".", 1)[0] if "." in mod else ""
             if mod and mod != name:
@@ -91,12 +151,88 @@ def _is_package_init(name: str) -> bool:
     return (PACKAGE.parent / name.replace(".", "/") / "__init__.py").exists()
 
 
+EVERY_IMPORT = ("module", "function", "type-checking")
+
+
 def test_no_import_cycle_between_modules():
-    # a package's __init__ re-exports its modules; edges into an __init__ from its own
+    # function-level imports count (a cycle moved into a function is still a cycle), and
+    # so do imports for type checkers (the layers' direction holds for them too). A
+    # package's __init__ re-exports its modules; edges into an __init__ from its own
     # submodules would be cycles by construction, so they count as the package's parts
     graph = {n: {d for d in deps if not (_is_package_init(d) and n.startswith(d + "."))}
-             for n, deps in _graph().items()}
+             for n, deps in _graph(EVERY_IMPORT).items()}
     assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+
+
+def test_no_import_cycle_between_packages():
+    # kernels/feature.py imported gpscale.features in a function while features/ imported
+    # kernels: no two modules formed a cycle, the two packages did
+    top = {name: name.split(".")[1] if "." in name else "" for name in _graph()}
+    graph: dict[str, set[str]] = {}
+    for name, deps in _graph(EVERY_IMPORT).items():
+        graph.setdefault(top[name], set()).update(top[d] for d in deps if top[d] != top[name])
+    assert _cycle(graph) is None, " -> ".join(_cycle(graph))
+
+
+def _layer(module: str) -> int:
+    """The index in LAYERS of a gpscale module's layer."""
+    top = module.split(".")[1] if "." in module else ""
+    found = [i for i, (_, tops) in enumerate(LAYERS) if top in tops]
+    assert found, (f"{module} is in no layer: place gpscale.{top} in docs/design.md's "
+                   "picture and table, and in LAYERS here")
+    return found[0]
+
+
+def test_imports_run_one_way_between_the_layers():
+    wrong = []
+    for name, deps in _graph(EVERY_IMPORT).items():
+        wrong += [f"{name} ({LAYERS[_layer(name)][0]}) imports {d} ({LAYERS[_layer(d)][0]})"
+                  for d in sorted(deps) if _layer(d) > _layer(name)]
+    assert not wrong, wrong
+
+
+def test_models_never_import_trainers():
+    # the layers say so too; this is the rule a reader looks for by name
+    for name, deps in _graph(EVERY_IMPORT).items():
+        if name.startswith("gpscale.models"):
+            assert not {d for d in deps if d.startswith("gpscale.train")}, (name, deps)
+
+
+def test_linalg_imports_no_kernel_nor_feature_map():
+    # K + σ²I over row blocks is the kernels' (kernels/operator.py); linalg solves with it
+    for name, deps in _graph(EVERY_IMPORT).items():
+        if name.startswith("gpscale.linalg"):
+            assert not {d for d in deps if d.startswith(("gpscale.kernels",
+                                                         "gpscale.features"))}, (name, deps)
+
+
+def _picture() -> list[str]:
+    """The names in the left column of docs/design.md's picture (its first code block),
+    in order: the layers from the first row to the last."""
+    block = DESIGN.read_text(encoding="utf-8").split("```")[1]
+    names = []
+    for line in block.splitlines():
+        left = re.split(r" {3,}", line.strip())[0]
+        names += [w for w in re.split(r"[\s,←↑]+", left) if w and w != "..."]
+    return names
+
+
+def test_the_layers_are_the_design_pictures():
+    ranks = [_layer(f"gpscale.{name}") for name in _picture()]
+    assert ranks == sorted(ranks), list(zip(_picture(), ranks))
+    assert set(ranks) == set(range(len(LAYERS))), "a layer missing from the picture"
+
+
+def test_the_design_table_names_every_module_of_the_package():
+    table = [line.split("|")[1] for line in DESIGN.read_text(encoding="utf-8").splitlines()
+             if line.startswith("| `")]
+    named = {n.rstrip("/").removesuffix(".py") for cell in table
+             for n in re.findall(r"`([^`]+)`", cell)}
+    tops = {p.stem for p in PACKAGE.glob("*.py") if p.name != "__init__.py"} | \
+        {p.name for p in PACKAGE.iterdir() if (p / "__init__.py").exists()}
+    assert tops <= named, f"not in docs/design.md's table: {sorted(tops - named)}"
+    for top in tops:
+        _layer(f"gpscale.{top}")
 
 
 def _absolute_imports(path: Path) -> list[tuple[int, str, list[str]]]:
@@ -110,15 +246,67 @@ def _absolute_imports(path: Path) -> list[tuple[int, str, list[str]]]:
     return found
 
 
-def test_models_do_not_import_trainers_and_the_library_not_its_benchmarks():
-    graph = _graph()
-    for name, deps in graph.items():
-        if name.startswith("gpscale.models"):
-            assert not {d for d in deps if d.startswith("gpscale.train")}, (name, deps)
+def _sources():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        yield path, ast.parse(path.read_text(encoding="utf-8"))
+
+
+def test_the_library_never_imports_its_benchmarks():
     assert not list(PACKAGE.glob("bench/*.py")), "the benchmarks live in benchmarks/"
     for path in PACKAGE.rglob("*.py"):
         for line, mod, _ in _absolute_imports(path):
             assert mod.split(".")[0] != "benchmarks", f"{path.relative_to(PACKAGE)}:{line}"
+
+
+def test_no_import_is_made_by_a_string():
+    # an import by name (importlib.import_module, __import__) is an edge the tests of
+    # the layers cannot see: the command line once imported dask and the benchmarks so
+    for path, tree in _sources():
+        for name in ("import_module", "__import__"):
+            calls = [c.lineno for c in _calls(tree, name)]
+            assert not calls, f"{path.relative_to(PACKAGE)}:{calls} calls {name}"
+
+
+def test_the_library_never_edits_sys_path():
+    for path, tree in _sources():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and node.attr == "path" \
+                    and getattr(node.value, "id", None) == "sys":
+                raise AssertionError(f"{path.relative_to(PACKAGE)}:{node.lineno} uses sys.path")
+            assert getattr(node, "attr", None) != "addsitedir", path
+
+
+#: a comment that says an import steps around a cycle
+CYCLE_WORDS = re.compile(r"\b(a?cycl\w*|circular)\b", re.IGNORECASE)
+
+
+def _comments(text: str) -> dict[int, str]:
+    return {tok.start[0]: tok.string
+            for tok in tokenize.generate_tokens(io.StringIO(text).readline)
+            if tok.type == tokenize.COMMENT}
+
+
+def test_no_import_is_moved_into_a_function_to_step_around_a_cycle():
+    # the cycle test counts such imports; this finds the comment that would excuse one
+    for path in PACKAGE.rglob("*.py"):
+        comments = _comments(path.read_text(encoding="utf-8"))
+        for imp in _all_imports(path):
+            near = [comments.get(i, "") for i in (imp.line - 1, imp.line)]
+            assert not any(CYCLE_WORDS.search(c) for c in near), \
+                f"{path.relative_to(PACKAGE)}:{imp.line}: {near}"
+
+
+def test_no_method_is_recognised_by_its_fit_function():
+    # a method declares what it is (Method.exact, reads, cluster, chooses_kernel): an
+    # identity test on fit_fn misses a wrapped or re-registered fit
+    for path, tree in _sources():
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Compare) and any(isinstance(o, (ast.Is, ast.IsNot))
+                                                     for o in node.ops):
+                sides = [node.left, *node.comparators]
+                assert not any(getattr(s, "attr", None) == "fit_fn"
+                               or getattr(s, "id", "").startswith("fit_") for s in sides), \
+                    f"{path.relative_to(PACKAGE)}:{node.lineno}"
 
 
 def test_benchmarks_use_only_gpscale_public_names():

@@ -12,9 +12,8 @@ import pytest
 import torch
 
 import gpscale
-from gpscale.features import RandomFourierFeatures
+from gpscale.features import FeatureKernel, RandomFourierFeatures
 from gpscale.io import Rows, open_source
-from gpscale.kernels.feature import FeatureKernel
 from gpscale.methods import get_method
 from gpscale.models.feature import FeatureGP
 from gpscale.preprocessing import Standardizer

@@ -11,8 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import gpscale
-from gpscale.features import RandomFourierFeatures
-from gpscale.kernels import RBF, FeatureKernel, Scale
+from gpscale.features import FeatureKernel, RandomFourierFeatures
+from gpscale.kernels import RBF, Scale
 from gpscale.models import ExactGP, FeatureGP
 from gpscale.models.svgp import SVGP
 from gpscale.train.svgp import exact_feature_nlml, fit_svgp, make_svgp

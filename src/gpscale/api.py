@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from typing import Any
 
 from . import kernels as _kernels
+from .deadline import Deadline
 from .io import Rows, Source, TrainingData, training_data
 from .io.encoding import TableEncoding
 from .io.gaps import REFERENCE_ROWS
@@ -24,7 +25,6 @@ from .methods.skill_check import check_skill
 from .parallel.cluster import connect
 from .plan import Plan, make_plan, survey_cluster
 from .predictor import FORMAT_VERSION, Predictor, load
-from .train.deadline import Deadline
 
 __all__ = ["fit", "load", "choose", "Choice", "Predictor", "register_method", "get_method",
            "METHODS", "Method", "FORMAT_VERSION"]

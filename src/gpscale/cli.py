@@ -34,12 +34,11 @@ Unix conventions:
 from __future__ import annotations
 
 import argparse
-import contextlib
-import importlib
-import logging
+import importlib.util
 import os
+import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from statistics import NormalDist
 from typing import Any
@@ -60,7 +59,7 @@ from .commands.usage import (
 from .files import Terminated, check_output, flush, sigterm_raises, write_all
 from .io import find_files, prediction_source, training_data, training_source, write_table
 from .kernels import KERNELS
-from .parallel.cluster import connect
+from .parallel.cluster import connect, quiet_logs
 from .plan import survey_cluster
 from .threads import thread_limit
 
@@ -73,7 +72,7 @@ TERMINATED = 143
 #: ``gpscale fit`` says how much memory a method that loads every row will hold above this
 NOTICE_BYTES = 64 * 2**20
 #: an editable install's repository root (src/gpscale/cli.py -> ../..), where the
-#: ``benchmarks/`` package sits: ``gpscale bench`` finds it there when it is not importable
+#: ``benchmarks/`` package sits: ``gpscale bench`` run outside it runs them from there
 CHECKOUT = Path(__file__).resolve().parents[2]
 
 
@@ -331,7 +330,7 @@ def _fit(args: argparse.Namespace) -> int:
         raise ValueError("--out - would write a binary model file to the terminal; "
                          "redirect stdout (> model.pt) or give a file name")
     early = survey_cluster(args.method, args.scheduler, args.workers)
-    with _dask_logs_quiet(early != (None, None)), connect(*early) as client:
+    with quiet_logs(early != (None, None)), connect(*early) as client:
         predictor = _fit_on(args, client)
     interrupted = predictor.result.reason == "interrupted"
     where = "stdout" if args.out == STDIO else args.out
@@ -367,39 +366,9 @@ def _fit_on(args: argparse.Namespace, client: Any) -> api.Predictor:
              f"{source.num_features} inputs (the streaming methods: "
              f"{', '.join(n for n, m in api.METHODS.items() if m.streams)})", stderr=True)
     cluster = (args.scheduler, args.workers) if client is None else (client, None)
-    with _dask_logs_quiet(plan.on_cluster):
+    with quiet_logs(plan.on_cluster):
         return api.run(plan, data, k, kernel_name, standardize=not args.no_standardize,
                        scheduler=cluster[0], workers=cluster[1])
-
-
-@contextlib.contextmanager
-def _dask_logs_quiet(on_cluster: bool) -> Iterator[None]:
-    """dask.distributed's own log records off in this process while a fit uses a
-    cluster: when the scheduler goes away, dask logs tracebacks as it retries and gives
-    up, and the one-line error (gpscale.parallel.cluster.connect names the lost scheduler)
-    says it all."""
-    if not (on_cluster and _imported("distributed")):  # (its logging set-up first)
-        yield
-        return
-    logs = [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
-            if name.split(".")[0] == "distributed"]  # dask sets some children's levels
-    levels = [log.level for log in logs]
-    for log in logs:
-        log.setLevel(logging.CRITICAL + 1)
-    try:
-        yield
-    finally:
-        for log, level in zip(logs, levels):
-            log.setLevel(level)
-
-
-def _imported(module: str) -> bool:
-    """Whether ``module`` can be imported (it is, now); connect() says what to install."""
-    try:
-        importlib.import_module(module)
-    except ImportError:
-        return False
-    return True
 
 
 def _model_to_stdout(predictor: api.Predictor) -> None:
@@ -457,33 +426,26 @@ def _info(args: argparse.Namespace) -> int:
     return 0
 
 
-def _benchmarks():
-    """The top-level ``benchmarks`` package (a checkout's lab, not in the wheel): imported
-    as it is, else from the ``benchmarks/`` folder in :data:`CHECKOUT`."""
-    try:
-        return importlib.import_module("benchmarks")
-    except ModuleNotFoundError as err:
-        if err.name != "benchmarks" or not (CHECKOUT / "benchmarks" / "__init__.py").is_file():
-            raise
-    sys.path.append(str(CHECKOUT))  # on sys.path, so spawned processes import it too
-    importlib.invalidate_caches()
-    return importlib.import_module("benchmarks")
-
-
 def _bench(rest: list[str]) -> int:
-    try:
-        bench = _benchmarks()
-    except ImportError as err:
-        missing = isinstance(err, ModuleNotFoundError) and err.name == "benchmarks"
-        why = "the benchmarks are not in the installed package" if missing else str(err)
-        raise ValueError(f"gpscale bench is unavailable ({why}); run it from a gpscale "
-                         "checkout installed with: pip install -e '.[bench]'") from None
-    bench_main = getattr(bench, "main", None)
-    if bench_main is None:
-        raise ValueError(f"gpscale bench is unavailable: {bench.__name__!r} "
-                         f"({getattr(bench, '__file__', None)}) has no main()")
-    status = bench_main(rest)
-    return int(status) if status is not None else 0
+    """``gpscale bench ...`` is ``python -m benchmarks ...`` in a child process, in the
+    current folder (so ``--out`` and the reports land where they did). The benchmarks are
+    a checkout's lab, not part of the package: the library neither imports them nor edits
+    its own ``sys.path`` to reach them (both would change what this process, and the
+    processes it spawns, import). The child finds them in the current folder (a checkout's
+    root), installed, or, run from elsewhere, beside the ``src/`` of the editable checkout
+    this gpscale comes from (:data:`CHECKOUT`, put on the child's PYTHONPATH)."""
+    env = dict(os.environ)
+    if importlib.util.find_spec("benchmarks") is None \
+            and not Path("benchmarks", "__init__.py").is_file():
+        if not (CHECKOUT / "benchmarks" / "__init__.py").is_file():
+            raise ValueError("gpscale bench is unavailable (the benchmarks are not in the "
+                             "installed package); run it from a gpscale checkout installed "
+                             "with: pip install -e '.[bench]'")
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"),
+                                                          str(CHECKOUT)]))
+    for stream in (sys.stdout, sys.stderr):  # what this process printed comes first
+        stream.flush()
+    return subprocess.run([sys.executable, "-m", "benchmarks", *rest], env=env).returncode
 
 
 COMMANDS = {"demo": _demo, "fit": _fit, "predict": _predict, "methods": _methods,

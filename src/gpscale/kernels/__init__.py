@@ -16,7 +16,6 @@ from .categorical import Exchangeable, mixed_kernel
 from .chunked import kernel_matmul
 from .discrete import Hamming, Intersection, Spectrum, Tanimoto, TanimotoDot, scaled_sum
 from .facts import SpectralFacts, spectral_facts
-from .feature import FeatureKernel
 from .periodic import LocallyPeriodic, Periodic
 from .spectral import SpectralDensity
 from .stationary import RBF, Linear, Matern, RationalQuadratic, Stationary
@@ -26,7 +25,6 @@ __all__ = [
     "Periodic", "LocallyPeriodic", "Stationary", "kernel_matmul", "make_kernel",
     "from_config", "KERNELS", "KERNEL_CLASSES", "kernel_class",
     "SpectralDensity", "SpectralFacts", "spectral_facts",
-    "FeatureKernel",
     "Tanimoto", "TanimotoDot", "Intersection", "Hamming", "Spectrum", "scaled_sum",
     "Exchangeable", "mixed_kernel",
 ]

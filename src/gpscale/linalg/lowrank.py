@@ -44,7 +44,7 @@ def pivoted_cholesky(kernel, X: torch.Tensor, rank: int, rel_tol: float = 1e-10,
 
 def factor_gram(L) -> torch.Tensor:
     """LᵀL of a factor: a tensor, or any object with ``gram()`` (a factor whose row blocks
-    live on a dask cluster, :class:`gpscale.linalg.cluster_operator.ClusterFactor`)."""
+    live on a dask cluster, :class:`gpscale.kernels.cluster_operator.ClusterFactor`)."""
     return L.mT @ L if isinstance(L, torch.Tensor) else L.gram()
 
 
@@ -58,7 +58,7 @@ def low_rank_inverse(L, s2: torch.Tensor, gram: torch.Tensor | None = None,
                      ) -> Callable[[torch.Tensor], torch.Tensor]:
     """R ↦ (L Lᵀ + σ²I)⁻¹ R by Woodbury (one r x r Cholesky, r = L.shape[1]), in L's
     dtype. L: an n x r tensor, or a factor with ``shape``, ``@``, ``t_matmul`` and
-    ``gram`` (:class:`gpscale.linalg.cluster_operator.ClusterFactor`: its products run
+    ``gram`` (:class:`gpscale.kernels.cluster_operator.ClusterFactor`: its products run
     where its rows are). ``gram``: LᵀL when at hand (the same L with another σ² then costs r³/3,
     not n r²). ``scale`` (n,): the inverse of S⁻¹(L Lᵀ + σ²I)S⁻¹ = S⁻¹LLᵀS⁻¹ + σ² S⁻²,
     S = diag(scale), i.e. R ↦ S (L Lᵀ + σ²I)⁻¹ S R (rows at which y is a mean of c
@@ -83,7 +83,7 @@ class DenseFactor:
     """Where :func:`rp_cholesky` writes its factor in this process: an n x ``capacity``
     tensor, filled a block of columns at a time. ``columns(idx)``: K(X, X[idx]) (with
     ``scale``: of S K S). The same three steps as
-    :class:`gpscale.linalg.cluster_operator.ClusterFactor`, whose row blocks live on dask workers.
+    :class:`gpscale.kernels.cluster_operator.ClusterFactor`, whose row blocks live on dask workers.
     ``block``: the factor is a :class:`BlockedFactor` of row blocks of that size."""
 
     def __init__(self, columns: Callable[[torch.Tensor], torch.Tensor], n: int,
@@ -120,7 +120,7 @@ class DenseFactor:
 class BlockedFactor:
     """A factor L (n x r) in this process whose LᵀR and LᵀL are sums over row blocks of
     ``block`` rows, added in order: the sums a factor on a dask cluster forms
-    (:class:`gpscale.linalg.cluster_operator.ClusterFactor`), so that both round alike."""
+    (:class:`gpscale.kernels.cluster_operator.ClusterFactor`), so that both round alike."""
 
     def __init__(self, L: torch.Tensor, block: int) -> None:
         self.L, self.block = L, int(block)
@@ -181,7 +181,7 @@ def rp_cholesky(kernel, X: torch.Tensor, rank: int, block: int = 128,
     S = diag(scale) (pivots drawn from its diagonal).
 
     ``store``: where G and L live (default a :class:`DenseFactor` here, and L is a
-    tensor); a :class:`gpscale.linalg.cluster_operator.ClusterFactor` forms them on the dask
+    tensor); a :class:`gpscale.kernels.cluster_operator.ClusterFactor` forms them on the dask
     workers that hold the rows, and is itself the L returned. The pivots, H and its
     eigendecomposition are found here either way."""
     n = X.shape[0]

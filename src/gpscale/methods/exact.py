@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 
+from ..deadline import Deadline
 from ..kernels import Kernel
 from ..kernels.chunked import tiled_gradient
 from ..metrics import nlpd
@@ -27,7 +28,6 @@ from ..models.skill import fit_skill
 from ..priors import Prior, resolve_priors
 from ..progress import MORE_TIME, progress_bar, progress_note
 from ..train import FitResult, fit_lbfgs
-from ..train.deadline import Deadline
 from ..train.exact_refine import PROBES, refine_on_rows
 from ..train.lbfgs import OUT_OF_TIME, warn_if_out_of_time
 from ..train.starts import fit_from_sqrt_d, sample_rows
@@ -64,7 +64,7 @@ SOLVE_MARGIN = 2.0
 @register("exact", "exact GP, ML-II (or MAP-II with prior=) by L-BFGS: the reference; "
           "Cholesky up to a few thousand rows, beyond that θ from a row sample and the "
           "posterior on every row by preconditioned CG (solver=)", cluster=True,
-          chooses_kernel=True)
+          chooses_kernel=True, exact=True)
 def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0.1,
               mean: str = "zero", max_iter: int = 200, restarts: int = 0,
               seed: int | None = None, progress: bool = False,

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from ..deadline import Deadline
 from ..kernels import Kernel, make_kernel
 from ..kernels.chunked import tiled_gradient
 from ..linalg import robust_cholesky
@@ -35,7 +36,6 @@ from ..metrics import nlpd_terms
 from ..models import ExactGP
 from ..models.skill import loo_residuals
 from ..train import FitResult
-from ..train.deadline import Deadline
 from ..train.starts import sample_rows
 from .cost import GUARD_MIN_N, exact_seconds, too_large
 from .exact import fit_exact
@@ -200,7 +200,7 @@ def _iterative(method: Method, options: dict[str, Any], X: torch.Tensor) -> bool
     """Whether the exact method's fit will take its iterative path (CG) on these rows,
     whatever family is chosen (the solver switch of the slower, non-RBF contraction),
     decided as the fit decides it: on the distinct inputs, copies merged."""
-    if method.fit_fn is not fit_exact:
+    if not method.exact:
         return False
     solver = options.get("solver", "auto")
     if solver != "auto":
@@ -256,7 +256,7 @@ def kernel_for(method: Method, X: torch.Tensor, y: torch.Tensor, options: dict[s
     if _iterative(method, options, X):  # pathwise variances need a spectral density
         candidates = tuple(c for c in CANDIDATES
                            if make_kernel(c, d).spectral_density() is not None)
-    if method.fit_fn is fit_exact:  # the candidates are fits of this very method
+    if method.exact:  # the candidates are fits of this very method
         fit_options = {k: v for k, v in options.items()
                        if k not in _CG_OPTIONS + ("seed", "time_limit")}
         # a fit's seed moves only its restarts: without one, no fit repeats another

@@ -49,6 +49,11 @@ class Method:
     #: (:mod:`gpscale.methods.kernel_choice`); a method that does not choose fits its
     #: default, :data:`~gpscale.methods.kernel_choice.DEFAULT_KERNEL`
     chooses_kernel: bool = False
+    #: fit_fn is the exact GP's own fit (:func:`~gpscale.methods.exact.fit_exact`), so a
+    #: kernel choice fits its candidates by this very method, with its options, and its
+    #: ``solver=`` says whether the fit takes the iterative (CG) path: a flag the method
+    #: declares, so that no module compares fit functions by identity
+    exact: bool = False
 
     @property
     def streams(self) -> bool:
@@ -81,13 +86,13 @@ def register_method(name: str, fit_fn: FitFn, description: str = "",
                     replace: bool = False, streams: bool = False,
                     cluster: bool = False, reads: str | None = None,
                     size_check: Callable[[dict[str, Any], int], None] | None = None,
-                    chooses_kernel: bool = False) -> Method:
+                    chooses_kernel: bool = False, exact: bool = False) -> Method:
     """Make ``fit_fn`` available as ``method=name`` in :func:`gpscale.fit`, the estimator
     and the CLI. ``options`` lists the keyword options accepted (default: read off
     ``fit_fn``'s signature after ``X, y, kernel``; ``**kwargs`` there means any).
     ``reads``: how fit_fn reads the rows (see :class:`Method`; ``streams=True`` is
     ``reads="passes"``); ``cluster``: fit_fn sends tasks to ``client=``; ``size_check``,
-    ``chooses_kernel``: see :class:`Method`."""
+    ``chooses_kernel``, ``exact``: see :class:`Method`."""
     if not isinstance(name, str) or not name:
         raise ValueError(f"method name must be a non-empty string, got {name!r}")
     if name in METHODS and not replace:
@@ -97,7 +102,7 @@ def register_method(name: str, fit_fn: FitFn, description: str = "",
         raise ValueError(f"reads must be one of {READS}, got {reads!r}")
     options = _keyword_options(fit_fn) if options is None else tuple(options)
     METHODS[name] = Method(name, fit_fn, description, options, reads, cluster, size_check,
-                           chooses_kernel)
+                           chooses_kernel, exact)
     return METHODS[name]
 
 
@@ -105,13 +110,15 @@ def register(name: str, description: str,
              options: list[str] | tuple[str, ...] | None = None,
              reads: str = "memory", cluster: bool = False,
              size_check: Callable[[dict[str, Any], int], None] | None = None,
-             chooses_kernel: bool = False) -> Callable[[FitFn], FitFn]:
+             chooses_kernel: bool = False, exact: bool = False
+             ) -> Callable[[FitFn], FitFn]:
     """Decorator form of :func:`register_method`: ``@register("rff", "...")`` on a fit
     function registers it and returns it unchanged."""
 
     def deco(fit_fn: FitFn) -> FitFn:
         register_method(name, fit_fn, description, options, reads=reads, cluster=cluster,
-                        size_check=size_check, chooses_kernel=chooses_kernel)
+                        size_check=size_check, chooses_kernel=chooses_kernel,
+                        exact=exact)
         return fit_fn
 
     return deco

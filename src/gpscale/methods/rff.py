@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from ..deadline import Deadline
 from ..features import RandomFourierFeatures
 from ..features.rff import check_feature_memory
 from ..io.rows import Rows, as_rows
@@ -15,7 +16,6 @@ from ..kernels import Kernel, spectral_facts
 from ..models import FeatureGP
 from ..sizes import available_memory
 from ..train import FitResult, fit_lbfgs
-from ..train.deadline import Deadline
 from ..train.lbfgs import OUT_OF_TIME, warn_if_out_of_time
 from ..validation import as_dtype, check_int, check_positive
 from .registry import register

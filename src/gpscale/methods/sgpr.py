@@ -28,12 +28,12 @@ from typing import Any
 
 import torch
 
+from ..deadline import Deadline
 from ..features.inducing import check_constant_diagonal
 from ..io.rows import Rows, as_rows
 from ..kernels import Kernel
 from ..models import SGPR, StreamedSGPR
 from ..train import FitResult
-from ..train.deadline import Deadline
 from ..train.lbfgs import OUT_OF_TIME, warn_if_out_of_time
 from ..train.sgpr import fit_sgpr
 from ..train.sgpr_passes import fit_sgpr_passes

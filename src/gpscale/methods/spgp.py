@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import torch
 
+from ..deadline import Deadline
 from ..kernels import Kernel
 from ..models.fitc import FITC
 from ..train import FitResult
-from ..train.deadline import Deadline
 from ..train.lbfgs import warn_if_out_of_time
 from ..train.spgp import fit_spgp, snelson_start
 from ..validation import as_dtype, check_int

@@ -7,7 +7,7 @@ the weights
 
 come from preconditioned conjugate gradients (Hestenes & Stiefel 1952; as in BBMM,
 Gardner et al. 2018): every product C V is a pass over row blocks of K
-(:class:`~gpscale.linalg.operator.KernelOperator`, float32 tiles with float64 sums
+(:class:`~gpscale.kernels.operator.KernelOperator`, float32 tiles with float64 sums
 by default), the preconditioner is P = L Lᵀ + σ²I applied by Woodbury, with L from
 randomly pivoted Cholesky (Chen, Epperly, Tropp & Webber 2023;
 :func:`~gpscale.models.precond.low_rank_factor`), grown until tr(K − LLᵀ) ≤ nσ²/4 or its
@@ -34,14 +34,15 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
+from ..deadline import Deadline
+from ..kernels.cluster_operator import ClusterOperator
+from ..kernels.operator import KernelOperator
 from ..linalg.cg import cg
-from ..linalg.cluster_operator import ClusterOperator
 from ..linalg.lowrank import low_rank_inverse
-from ..linalg.operator import KernelOperator
 from ..progress import MORE_TIME, progress_bar
 from .base import MeanAndVariance
 from .iterative_variance import LanczosVariance, PathwiseVariance, variance_cache
@@ -76,8 +77,6 @@ LOOSE_TOL = 1e-2
 DIVERGED, STALLED = 10.0, 20
 #: ``objective()`` (the exact NLML by one Cholesky) is offered up to this many rows
 DENSE_OBJECTIVE_MAX = 8000
-if TYPE_CHECKING:
-    from ..train.deadline import Deadline
 
 _CACHES = {"pathwise": PathwiseVariance, "lanczos": LanczosVariance}
 _DTYPES = {"float32": torch.float32, "float64": torch.float64}
@@ -115,7 +114,7 @@ class ConjugateGradients:
         Cholesky in blocks), "pivchol" (greedy pivoted Cholesky, exactly ``precond_rank``
         columns) or "none".
     block : rows per block of a product (the unit of work a distributed product sends
-        to a worker; default :data:`~gpscale.linalg.operator.BLOCK_ROWS`).
+        to a worker; default :data:`~gpscale.kernels.operator.BLOCK_ROWS`).
     block_dtype : "float32" (default): tiles of K formed and multiplied in float32 and
         summed in float64 (stationary kernels; about 1e-7 relative error per entry, far
         below what ``tol`` = 1e-3 allows, and faster than float64 tiles), or
@@ -128,8 +127,8 @@ class ConjugateGradients:
         ``steps`` (lanczos).
     seed : seeds the variance cache's draws and the preconditioner's pivots.
     client : a dask.distributed Client: the products K V run on its workers
-        (:class:`gpscale.linalg.cluster_operator.ClusterOperator`), and the preconditioner's factor
-        is built and kept there (:class:`gpscale.linalg.cluster_operator.ClusterFactor`); not saved
+        (:class:`gpscale.kernels.cluster_operator.ClusterOperator`), and the preconditioner's factor
+        is built and kept there (:class:`gpscale.kernels.cluster_operator.ClusterFactor`); not saved
         with the model.
 
     Held for prediction (saved with the model): ``alpha``, ``solved_theta`` (the

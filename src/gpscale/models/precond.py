@@ -90,7 +90,7 @@ def low_rank_factor(kind: str, kernel: Kernel, X: torch.Tensor, rank: int, *,
     """L (n x r, r ≤ ``rank``) with L Lᵀ ≈ K(X, X) (of S K S with ``scale`` S =
     diag(scale)) for ``kind`` "rpchol" (stops once tr(K − L Lᵀ) ≤ ``abs_tol``; pivots
     from ``seed``; built in ``store()``, a factor store such as
-    :meth:`~gpscale.linalg.operator.KernelOperator.factor_store`, when given) or
+    :meth:`~gpscale.kernels.operator.KernelOperator.factor_store`, when given) or
     "pivchol" (exactly ``rank`` greedy pivots, rows read from ``K`` when at hand);
     None for "none" or rank 0."""
     if kind == "none" or rank == 0:

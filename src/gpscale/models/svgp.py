@@ -29,8 +29,8 @@ import torch
 from torch import nn
 from torch.nn.functional import softplus
 
+from ..features.kernel import FeatureKernel
 from ..kernels import Kernel
-from ..kernels.feature import FeatureKernel
 from ..linalg import robust_cholesky
 from ..params import LOG_2PI, Positive, inv_softplus
 from ..validation import as_matrix

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -364,6 +365,32 @@ def _address_of(client: Any) -> str:
 def _first_line(err: BaseException) -> str:
     text = str(err).strip()
     return text.splitlines()[0] if text else "no message"
+
+
+@contextlib.contextmanager
+def quiet_logs(on_cluster: bool) -> Iterator[None]:
+    """dask.distributed's own log records off in this process while a fit uses a
+    cluster: when the scheduler goes away, dask logs tracebacks as it retries and gives
+    up, and the one-line error (:func:`connect` names the lost scheduler) says it all.
+    Here, not in the command line, because this is the one module that imports dask."""
+    if not on_cluster:
+        yield
+        return
+    try:
+        import distributed  # noqa: F401  (its logging set-up first)
+    except ImportError:  # connect() says what to install
+        yield
+        return
+    logs = [logging.getLogger(name) for name in list(logging.root.manager.loggerDict)
+            if name.split(".")[0] == "distributed"]  # dask sets some children's levels
+    levels = [log.level for log in logs]
+    for log in logs:
+        log.setLevel(logging.CRITICAL + 1)
+    try:
+        yield
+    finally:
+        for log, level in zip(logs, levels):
+            log.setLevel(level)
 
 
 def _import_distributed():

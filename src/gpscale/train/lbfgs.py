@@ -10,11 +10,11 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import nn
 
+from ..deadline import Deadline
 from ..linalg import CholeskyError
 from ..params import positive_params
 from ..progress import MORE_TIME, progress_bar
 from ..rng import as_generator
-from .deadline import Deadline
 from .result import FitResult, restore, snapshot, theta_of
 from .warning_types import ConvergenceWarning
 
@@ -82,7 +82,7 @@ def fit_lbfgs(
     evaluation budget there. ``max_ls`` (scipy's ``maxls``): stop
     (``reason="line_search"``) when one iteration needs more than this many
     evaluations; torch's own cap is 25 per bracketing and 25 per zoom phase.
-    ``deadline`` (:class:`~gpscale.train.deadline.Deadline`): no iteration starts once
+    ``deadline`` (:class:`~gpscale.deadline.Deadline`): no iteration starts once
     it has passed (``reason`` :data:`OUT_OF_TIME`; the caller says so, not this
     function); a run still to start gets its first iteration.
 

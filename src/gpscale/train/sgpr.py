@@ -7,10 +7,10 @@ from __future__ import annotations
 
 import torch
 
+from ..deadline import Deadline
 from ..kernels import Kernel
 from ..models.sgpr import SGPR
 from ..validation import as_matrix, check_xy
-from .deadline import Deadline
 from .lbfgs import fit_lbfgs
 from .result import FitResult
 from .starts import warm_start_sgpr

@@ -15,10 +15,10 @@ from collections.abc import Callable
 
 import torch
 
+from ..deadline import Deadline
 from ..io.rows import Rows
 from ..models.sgpr import SGPR
 from ..models.sgpr_passes import StreamedSGPR
-from .deadline import Deadline
 from .lbfgs import fit_lbfgs
 from .result import FitResult
 

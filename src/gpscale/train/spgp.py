@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import torch
 
+from ..deadline import Deadline
 from ..kernels import Kernel, Scale, Stationary
 from ..models.fitc import FITC
 from ..validation import as_matrix, check_xy
-from .deadline import Deadline
 from .lbfgs import fit_lbfgs
 from .result import FitResult
 from .sgpr import kmeans

@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterable
 import torch
 
 from ..features import FeatureMap
+from ..features.kernel import FeatureKernel
 from ..io.rows import Rows, as_rows
 from ..kernels import Kernel, Scale
-from ..kernels.feature import FeatureKernel
 from ..linalg import CholeskyError
 from ..models.feature import FeatureGP
 from ..models.svgp import SVGP

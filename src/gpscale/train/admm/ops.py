@@ -11,6 +11,7 @@ import torch
 
 from ...kernels import Kernel
 from ...kernels.chunked import kernel_matmul
+from ...kernels.cluster_operator import ClusterOperator
 from ...linalg import CGInfo, cg
 from ...models.precond import check_preconditioner, kernel_preconditioner
 
@@ -34,7 +35,7 @@ class KernelOps:
     Dense mode holds K_VT and K_TT, each evaluated on its first use (then BLAS
     products); chunked mode recomputes row blocks on every product — on the workers of
     ``client`` (a dask.distributed Client) when one is given: the rows [X_T; X_V] go
-    there once per θ (per object), as a :class:`~gpscale.linalg.cluster_operator.ClusterOperator`
+    there once per θ (per object), as a :class:`~gpscale.kernels.cluster_operator.ClusterOperator`
     whose rectangles K_TT, K_VT and K_TV are the products' and contractions' (the
     cluster is not used in dense mode, where holding the blocks beats recomputing
     them). Either way the kernel's parameters must not change while the object is in
@@ -51,7 +52,6 @@ class KernelOps:
         self._span = {"T": (0, n_T), "V": (n_T, n_T + X_V.shape[0])}
         self.cluster = None
         if client is not None and not dense:
-            from ...linalg.cluster_operator import ClusterOperator
             self.cluster = ClusterOperator(kernel, torch.cat([X_T, X_V]), 0.0, client,
                                            block=block)
         self._KVT: torch.Tensor | None = None
@@ -150,7 +150,6 @@ def solve_full(model, tol: float = 1e-8, max_iter: int | None = None, precond_ra
         X = model.X
         K = model.kernel(X) if X.shape[0] ** 2 * X.element_size() <= dense_bytes else None
         if K is None and client is not None:
-            from ...linalg.cluster_operator import ClusterOperator
             matvec = ClusterOperator(model.kernel, X, s2, client, block=block).matmul
         else:
             def matvec(V: torch.Tensor) -> torch.Tensor:

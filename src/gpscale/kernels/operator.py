@@ -10,6 +10,9 @@ prepared columns of X (``cols``, the size of X) and V (see
 distributed product: a subclass that overrides :meth:`KernelOperator.row_products`
 (e.g. one dask task per block on the worker that holds X_b and ``cols``) keeps every
 solver built on this class (CG, Lanczos) unchanged; only n-vectors travel per product.
+
+The operator lives with the kernels, not in :mod:`gpscale.linalg`, because it is made
+of a kernel's tiled form; the solvers in linalg take any operator and know no kernel.
 """
 
 from __future__ import annotations
@@ -18,7 +21,9 @@ from typing import Any
 
 import torch
 
-from ..kernels.chunked import (
+from ..linalg.lowrank import DenseFactor
+from ..sizes import available_memory
+from .chunked import (
     GenericForm,
     PreparedColumns,
     TiledForm,
@@ -30,8 +35,6 @@ from ..kernels.chunked import (
     prepare_columns,
     tiled_contraction,
 )
-from ..sizes import available_memory
-from .lowrank import DenseFactor
 
 __all__ = ["KernelOperator", "row_blocks", "contract_rows", "BLOCK_ROWS"]
 

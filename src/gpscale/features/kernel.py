@@ -1,31 +1,29 @@
 """A kernel given by a finite feature map: k(x, x') = φ(x)ᵀφ(x').
 
-Any :class:`gpscale.features.FeatureMap` (random Fourier features, neural features,
+Any :class:`~gpscale.features.FeatureMap` (random Fourier features, neural features,
 GRIEF eigenfunctions) becomes a :class:`Kernel`, so that the function-space models
 (ExactGP, SVGP) can use exactly the covariance that the weight-space FeatureGP uses:
 K(X₁, X₂) = Φ₁ Φ₂ᵀ with Φ = features(X). The feature map's parameters are the
 kernel's parameters (gradients flow through Φ). No signal variance is added: the
-feature map carries its own scale; wrap it in :class:`Scale` for s² φ(x)ᵀφ(x').
+feature map carries its own scale; wrap it in :class:`~gpscale.kernels.Scale` for
+s² φ(x)ᵀφ(x'). It lives with the feature maps, not the kernels, because it is made of
+one: features import kernels, never the other way round.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import torch
 
-from .base import Kernel
-
-if TYPE_CHECKING:  # the features package is imported lazily to keep imports acyclic
-    from ..features import FeatureMap
+from ..kernels import Kernel
+from .base import FeatureMap
 
 
 class FeatureKernel(Kernel):
     """k(x, x') = φ(x)ᵀφ(x'),  k(x, x) = ‖φ(x)‖²."""
 
     def __init__(self, features: FeatureMap, active_dims: list[int] | None = None) -> None:
-        from ..features import FeatureMap
-
         super().__init__(active_dims)
         if not isinstance(features, FeatureMap):
             raise ValueError(f"features must be a gpscale FeatureMap, got "

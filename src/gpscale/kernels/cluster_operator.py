@@ -18,9 +18,9 @@ from typing import Any
 
 import torch
 
-from ..kernels.chunked import PreparedColumns, block_matmul, dense_block, prepare_columns
+from ..linalg.lowrank import extend_rows, ordered_sum, pivot_columns
 from ..parallel import cluster
-from .lowrank import extend_rows, ordered_sum, pivot_columns
+from .chunked import PreparedColumns, block_matmul, dense_block, prepare_columns
 from .operator import KernelOperator, contract_rows, row_blocks
 
 
@@ -57,7 +57,7 @@ def even_runs(items: Sequence[Any], count: int) -> list[list[Any]]:
 
 
 class ClusterOperator(KernelOperator):
-    """A :class:`~gpscale.linalg.operator.KernelOperator` whose products K(X, X) V run
+    """A :class:`~gpscale.kernels.operator.KernelOperator` whose products K(X, X) V run
     on a dask cluster: X, the kernel's form and the prepared columns go to every worker
     once, when the operator is made; each product then sends V (n x k) and gets back
     the row blocks of K V, about ``tasks_per_worker`` tasks per worker, each a run of the
@@ -347,7 +347,7 @@ def _block_contractions(bounds: Sequence[tuple[int, int]], kernel: Any, form: An
                         X: torch.Tensor, r0: int, columns: tuple[int, int],
                         left_right: Sequence[torch.Tensor]) -> list[torch.Tensor]:
     """One task's share of a distributed contraction
-    (:func:`gpscale.linalg.operator.contract_rows`) of the rows from r0 (where ``left``
+    (:func:`gpscale.kernels.operator.contract_rows`) of the rows from r0 (where ``left``
     starts) against the columns ``columns``."""
     cluster.worker_threads()
     c0, c1 = columns
