@@ -14,13 +14,14 @@ from .deadline import Deadline
 from .io import Rows, Source, TrainingData, training_data
 from .io.encoding import TableEncoding
 from .io.gaps import REFERENCE_ROWS
-from .io.inputs import table_kernel
+from .io.inputs import TABLE_KERNELS, table_kernel
 from .io.sample import sample_rows
 from .io.scaling import OWN_UNITS_ADVICE, rows_scaler, scaled_in_memory, with_codes
-from .kernels import Kernel
+from .kernels import Kernel, with_gaps
 from .methods import METHODS, Method, get_method, register_method
 from .methods.auto import Choice
-from .methods.kernel_choice import AUTO_KERNEL, DEFAULT_KERNEL, KernelChoice, kernel_for
+from .methods.kernel_choice import (AUTO_KERNEL, DEFAULT_KERNEL, KernelChoice, kernel_for,
+                                    modelled_gaps)
 from .methods.skill_check import check_skill
 from .parallel.cluster import connect
 from .plan import Plan, make_plan, survey_cluster
@@ -152,10 +153,15 @@ def _fit_held(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
     m, options = plan.method, plan.options
     scaler, Xs, ys = scaled_in_memory(data, standardize, kernel.raw_columns)
     pick = None
+    # a table's missing numbers: their variance modelled where the fit can (kernels/gaps)
+    gaps = (data.inputs.gap_columns() if isinstance(data.inputs, TableEncoding) else [])
     with _own_units(standardize, m.name):
         if kernel_name == AUTO_KERNEL:
-            pick = kernel_for(m, Xs, ys, options, budget=plan.budget, deadline=deadline)
+            pick = kernel_for(m, Xs, ys, options, budget=plan.budget, deadline=deadline,
+                              gaps=tuple(gaps))
             kernel, kernel_name = pick.kernel, pick.name
+        elif kernel_name in _kernels.KERNELS or kernel_name in TABLE_KERNELS:  # not a Kernel given
+            kernel = with_gaps(kernel, modelled_gaps(m, options, Xs, gaps))
         if pick is not None and pick.fitted is not None:  # the chosen candidate's fit
             model, result = pick.fitted
         else:

@@ -173,6 +173,16 @@ class TableEncoding:
             start += c.width
         return out
 
+    def gap_columns(self) -> list[int]:
+        """X's 0/1 columns marking a number or date missing in training (each such
+        column's last), for :class:`gpscale.kernels.GapVariance`."""
+        out, start = [], 0
+        for c in self.codes:
+            if c.kind != "category" and c.missing:
+                out.append(start + c.width - 1)
+            start += c.width
+        return out
+
     def category_blocks(self) -> list[list[int]]:
         """The columns of X holding each categorical column's one-hot block (for
         :func:`gpscale.kernels.mixed_kernel`)."""

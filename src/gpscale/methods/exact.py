@@ -19,7 +19,7 @@ from typing import Any
 import torch
 
 from ..deadline import Deadline
-from ..kernels import Kernel
+from ..kernels import Kernel, gap_rows
 from ..kernels.chunked import tiled_gradient
 from ..metrics import nlpd
 from ..models import ConjugateGradients, ExactGP
@@ -144,7 +144,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
     dtype = as_dtype(dtype)
     deadline = Deadline.of(time_limit)  # a ValueError for a negative or NaN one
     t0 = time.perf_counter()
-    X, y, copies = merge_copies(X, y)
+    X, y, copies = merge_copies(X, y, apart=gap_rows(kernel, X))
     n, d = int(X.shape[0]), int(X.shape[1])
     cholesky = functools.partial(
         _fit_cholesky, mean=mean, max_iter=max_iter, restarts=restarts, seed=seed,

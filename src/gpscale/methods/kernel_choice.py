@@ -29,7 +29,7 @@ import numpy as np
 import torch
 
 from ..deadline import Deadline
-from ..kernels import Kernel, make_kernel
+from ..kernels import Kernel, make_kernel, with_gaps
 from ..kernels.chunked import tiled_gradient
 from ..linalg import robust_cholesky
 from ..metrics import nlpd_terms
@@ -112,7 +112,7 @@ class Candidate:
 
 def choose_kernel(X: torch.Tensor, y: torch.Tensor, *, candidates: tuple[str, ...] = CANDIDATES,
                   rows: int = SAMPLE_ROWS, held_out: int = HELD_OUT_ROWS, seed: int = 0,
-                  deadline: Deadline | None = None,
+                  deadline: Deadline | None = None, gaps: tuple[int, ...] = (),
                   **fit_options: Any) -> tuple[KernelChoice, dict[str, Candidate]]:
     """Fit every candidate family by :func:`~gpscale.methods.exact.fit_exact` (Cholesky)
     on ``rows`` uniformly sampled rows of (X, y) (standardised; every row, in their
@@ -122,7 +122,9 @@ def choose_kernel(X: torch.Tensor, y: torch.Tensor, *, candidates: tuple[str, ..
     ``fit_options`` go to each fit (``seed`` seeds the sample and, unless they name
     their own, the fits). ``deadline``: each candidate's fit gets an equal share of
     the time left before it (its search stops there); candidates not begun by then are
-    not fitted, and the choice's note says so."""
+    not fitted, and the choice's note says so. ``gaps``: X's columns marking a table's
+    missing numbers, each candidate fitted with their
+    :class:`~gpscale.kernels.GapVariance` added."""
     t0 = time.perf_counter()
     n, d = int(X.shape[0]), int(X.shape[1])
     every = rows >= n
@@ -147,7 +149,8 @@ def choose_kernel(X: torch.Tensor, y: torch.Tensor, *, candidates: tuple[str, ..
         with warnings.catch_warnings(record=True) as warned:
             warnings.simplefilter("always")
             try:
-                model, result = fit_exact(Xs, ys, make_kernel(name, d), **options)
+                model, result = fit_exact(Xs, ys, with_gaps(make_kernel(name, d), gaps),
+                                          **options)
             except (RuntimeError, ValueError):  # a Cholesky that failed: not this family
                 terms[name] = np.full(1, np.inf)
                 continue
@@ -239,15 +242,20 @@ class KernelPick:
 
 
 def kernel_for(method: Method, X: torch.Tensor, y: torch.Tensor, options: dict[str, Any], *,
-               budget: float | None = None, deadline: Deadline | None = None) -> KernelPick:
+               budget: float | None = None, deadline: Deadline | None = None,
+               gaps: tuple[int, ...] = ()) -> KernelPick:
     """The kernel a fit with ``kernel="auto"`` uses: chosen from the (standardised) rows
     by :func:`choose_kernel` when ``method`` chooses, else :data:`DEFAULT_KERNEL`. The
     candidates take the method's options where it is the exact GP (its CG options aside),
     else its ``max_iter`` at most; when they are fitted on every row by the exact
     method's own Cholesky fit, the chosen one is the fit (its warnings raised again).
     ``deadline``: the fit's; the choice stops at :data:`BUDGET_SHARE` x 2 of the time
-    left, or at the deadline itself where its candidates are the fit."""
+    left, or at the deadline itself where its candidates are the fit. ``gaps``: X's
+    columns marking a table's missing numbers; where :func:`modelled_gaps` keeps them,
+    every candidate and the kernel returned have their
+    :class:`~gpscale.kernels.GapVariance`."""
     d = int(X.shape[1])
+    gaps = modelled_gaps(method, options, X, gaps)
     if not method.chooses_kernel:
         return KernelPick(make_kernel(DEFAULT_KERNEL, d), DEFAULT_KERNEL)
     rows = sample_size(budget)
@@ -269,7 +277,8 @@ def kernel_for(method: Method, X: torch.Tensor, y: torch.Tensor, options: dict[s
     if deadline is not None:
         within = deadline if own else deadline.sooner(2 * BUDGET_SHARE * deadline.left())
     choice, fits = choose_kernel(X, y, rows=rows, seed=0 if seed is None else seed,
-                                 deadline=within, candidates=candidates, **fit_options)
+                                 deadline=within, candidates=candidates, gaps=gaps,
+                                 **fit_options)
     if candidates != CANDIDATES:
         left = ", ".join(c for c in CANDIDATES if c not in candidates)
         choice = replace(choice, note="; ".join(filter(None, [
@@ -280,11 +289,23 @@ def kernel_for(method: Method, X: torch.Tensor, y: torch.Tensor, options: dict[s
     if own:  # the method's own fit is by Cholesky only where its solver is
         solver = options.get("solver", "auto")
         own = solver == "cholesky" or solver == "auto" and not too_large(
-            int(X.shape[0]), d, X.dtype, tiled_gradient(make_kernel(choice.kernel, d)))
+            int(X.shape[0]), d, X.dtype,
+            tiled_gradient(with_gaps(make_kernel(choice.kernel, d), gaps)))
     stopped = picked is not None and picked.result.reason == "interrupted"
     if picked is not None and (own or stopped):  # the method's own fit, or Ctrl-C's
         for w in picked.warned:
             warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
         return KernelPick(picked.model.kernel, choice.kernel, choice,
                           (picked.model, picked.result))
-    return KernelPick(make_kernel(choice.kernel, d), choice.kernel, choice)
+    return KernelPick(with_gaps(make_kernel(choice.kernel, d), gaps), choice.kernel, choice)
+
+
+def modelled_gaps(method: Method, options: dict[str, Any], X: torch.Tensor,
+                  gaps: tuple[int, ...] | list[int]) -> tuple[int, ...]:
+    """The gap columns a fit models with :class:`~gpscale.kernels.GapVariance`: all of
+    ``gaps`` for the exact GP by Cholesky, none elsewhere (the iterative path and the
+    other methods read a kernel through its spectral density or tiled form, which a
+    white term has not; they keep the indicator columns alone)."""
+    if not gaps or not method.exact or _iterative(method, options, X):
+        return ()
+    return tuple(int(c) for c in gaps)

@@ -66,11 +66,23 @@ class Copies:
         return Copies(self.counts[rows], self.spread[rows])
 
 
-def merge_copies(X: torch.Tensor, y: torch.Tensor
+def merge_copies(X: torch.Tensor, y: torch.Tensor, apart: torch.Tensor | None = None
                  ) -> tuple[torch.Tensor, torch.Tensor, Copies | None]:
     """Rows with identical inputs merged into one row with y's mean (module docstring):
     returns (distinct inputs, means, :class:`Copies`), or (X, y, None) unchanged when
-    every input is distinct. The distinct inputs come sorted (``torch.unique``)."""
+    every input is distinct. The distinct inputs come sorted (``torch.unique``).
+    ``apart``: rows (a boolean mask) that are not copies of anything whatever their
+    inputs, kept one each after the merged ones — rows whose kernel has a term of
+    their own, such as a table's gaps (:class:`gpscale.kernels.GapVariance`), whose f
+    differs from row to row at one input."""
+    if apart is not None and bool(apart.any()):
+        merged_X, merged_y, copies = merge_copies(X[~apart], y[~apart])
+        if copies is None:
+            return X, y, None
+        alone = int(apart.sum())
+        return (torch.cat([merged_X, X[apart]]), torch.cat([merged_y, y[apart]]),
+                Copies(torch.cat([copies.counts, y.new_ones(alone)]),
+                       torch.cat([copies.spread, y.new_zeros(alone)])))
     if X.shape[0] < 2:
         return X, y, None
     distinct, inverse, counts = torch.unique(X, dim=0, return_inverse=True,
