@@ -256,6 +256,11 @@ def _select(available: list[str], where: str, target: str | None,
     return Columns(tuple(inputs), target, tuple(lists.get("keep", ())))
 
 
+def _chosen(cols: Columns, features: Sequence[str] | None) -> tuple[str, ...]:
+    """The inputs the user named with ``columns=`` (none when they were not named)."""
+    return () if features is None else cols.features
+
+
 def _files(files: list[str], target, features, exclude, keep, categorical, cycles,
            encoding, client) -> Source:
     headers: list[Any] = []
@@ -308,7 +313,7 @@ def _files(files: list[str], target, features, exclude, keep, categorical, cycle
         info = [h if file_format(f) == "csv" else replace(h, sample=first_values(f, cols.features))
                 for f, h in zip(files[:1], headers[:1])]
         cols, kept, n = learn_columns(cols, file_kinds(info, cols, names), build, desc,
-                                      client, cycles)
+                                      client, cycles, _chosen(cols, features))
         source = Source(build(cols, kept), cols, desc, list(cols.features), target)
         source._n = n
         return source
@@ -335,7 +340,8 @@ def _frame(df: Any, target, features, exclude, keep, categorical, cycles, encodi
     elif target is not None and cols.features:
         names = check_categorical(categorical, cols, "the DataFrame")
         kinds = frame_kinds(frame.dtypes, lambda c: _head(frame[c]), cols, names)
-        cols, _, n = learn_columns(cols, kinds, build, "the DataFrame", cycles=cycles)
+        cols, _, n = learn_columns(cols, kinds, build, "the DataFrame", cycles=cycles,
+                                   chosen=_chosen(cols, features))
         if n < len(frame):  # rows whose target is missing are left out (and counted)
             frame = frame[frame[target].notna().to_numpy()]
     return Source(build(cols), cols, "the DataFrame", list(cols.features), target)
@@ -353,7 +359,7 @@ def _dask_frame(ddf: Any, target, features, exclude, keep, categorical, cycles, 
         head = ddf[list(cols.features)].partitions[0].compute()
         kinds = frame_kinds(ddf.dtypes, lambda c: _head(head[c]), cols, names)
         cols, _, n = learn_columns(cols, kinds, lambda c: frame_partitions(ddf, c), where,
-                                   client, cycles)
+                                   client, cycles, _chosen(cols, features))
         if cols.encoding is not None and cols.encoding.dropped:
             ddf = ddf[ddf[target].notna()]
     return Source(frame_partitions(ddf, cols), cols, where, list(cols.features), target)

@@ -63,12 +63,13 @@ def frame_kinds(dtypes: Any, sample: Callable[[str], list], cols: Columns,
 
 
 def learn_columns(cols: Columns, kinds: TableEncoding, build: Callable[[Columns], list],
-                  where: str, client: Any = None, cycles: Sequence[str] = ()
-                  ) -> tuple[Columns, list[int], int]:
+                  where: str, client: Any = None, cycles: Sequence[str] = (),
+                  chosen: Sequence[str] = ()) -> tuple[Columns, list[int], int]:
     """The columns with their learned encoding (None when the inputs are plain numbers),
     the rows each partition keeps (its rows whose target is there) and their total;
     ``cycles``: the periodic components of every date column (:mod:`gpscale.io.dates`),
-    a ValueError when there is none."""
+    a ValueError when there is none; ``chosen``: the inputs the user named
+    (:func:`gpscale.io.survey.learn_encoding`)."""
     if cycles:
         if not any(c.kind == "date" for c in kinds.codes):
             raise ValueError(f"date_features: {list(cycles)} asked for, but no input column "
@@ -81,6 +82,6 @@ def learn_columns(cols: Columns, kinds: TableEncoding, build: Callable[[Columns]
     merged = per[0]
     for p in per[1:]:
         merged = merged.merge(p)
-    enc = learn_encoding(kinds, merged, where)
+    enc = learn_encoding(kinds, merged, where, chosen)
     kept = [p.rows - p.no_target for p in per]
     return replace(cols, encoding=None if enc.identity() else enc), kept, sum(kept)
