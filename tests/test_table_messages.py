@@ -5,6 +5,8 @@ them). Each case failed (or gave a misleading message) before."""
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 import pytest
 
@@ -89,3 +91,88 @@ def test_the_distinct_count_merges_pieces_in_any_split():
     assert abs(whole.count / len(np.unique(values)) - 1) < 0.05
     small = DistinctSample().add(np.unique(values[:1000]))
     assert small.count == len(np.unique(values[:1000])) and small.level == 0
+
+
+# -- item 7: the no-skill check and categories -------------------------------------------
+def _levels(effect_sd: float, n: int = 600, levels: int = 6, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    code = rng.integers(0, levels, n)
+    effect = effect_sd * rng.standard_normal(levels)
+    return pd.DataFrame({"c": [f"L{i}" for i in code],
+                         "y": effect[code] + 0.1 * rng.standard_normal(n)})
+
+
+def _skill_warnings(df: pd.DataFrame) -> tuple[list[str], dict]:
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model = gpscale.fit(df, target="y", method="exact", kernel="rbf-ard", seed=0)
+    return [str(w.message) for w in caught if "predictive skill" in str(w.message)], \
+        model.result.skill
+
+
+def test_a_table_of_categories_fitted_to_the_noise_has_skill():
+    """Every row is a copy of its level's others: leaving all copies out left the level
+    out, and the fit always 'had no skill' (R² < 0) while its RMSE was the noise."""
+    found, skill = _skill_warnings(_levels(1.9))
+    assert not found
+    assert skill["loo_r2"] > 0.95 and skill["loo_rows"] == 600
+    assert skill["rows_r2"] >= skill["levels_r2"] - 0.01
+
+
+def test_categories_that_explain_nothing_still_warn():
+    found, skill = _skill_warnings(_levels(0.0))
+    assert found and "explain" in found[0]
+    assert skill["loo_r2"] <= 0.05
+
+
+def test_a_fit_worse_than_the_per_level_means_warns():
+    """A model that shrinks each level's mean halfway to 0 explains most of y (so the
+    check on the overall mean passed) but less than the levels' own means."""
+    import torch
+
+    from gpscale.models.skill import sample_skill
+
+    class Levels(torch.nn.Module):  # one-hot X: k(x, x') = a when the levels agree
+        def forward(self, X, Z=None):
+            return 0.01 * X @ (X if Z is None else Z).mT
+
+    df = _levels(1.0, n=1200)
+    X = torch.tensor(pd.get_dummies(df["c"]).to_numpy(np.float64))
+    y = torch.tensor(df["y"].to_numpy() - df["y"].mean())
+    model = torch.nn.Module()  # what the check reads of a fitted model
+    model.kernel, model.noise, model.mean_constant = Levels(), torch.tensor(1.0), None
+    skill = sample_skill(model, X, y)
+    assert skill["loo_r2"] > 0.3  # not 'no skill' against the overall mean ...
+    assert skill["levels_r2"] > 0.95  # ... but the levels' means do far better
+    assert "worse than the means of its category levels" in skill["problem"]
+    assert "rbf-ard-cat" in skill["problem"]
+
+
+def test_the_row_loo_of_merged_copies_equals_the_loo_of_every_row():
+    """Leaving one row out of merged copies (the others stay), from ȳ, c and S alone,
+    against the dense LOO on every row."""
+    import torch
+
+    from gpscale.models.skill import levels_loo, loo_residuals, row_residuals
+
+    g = torch.Generator().manual_seed(0)
+    counts = torch.tensor([1.0, 3.0, 2.0, 5.0, 1.0, 4.0])
+    x = torch.randn(6, 1, generator=g, dtype=torch.float64)
+    K, noise = 2.0 * torch.exp(-(x - x.T) ** 2), torch.tensor(0.3, dtype=torch.float64)
+    at = torch.repeat_interleave(torch.arange(6), counts.long())
+    y = torch.randn(len(at), generator=g, dtype=torch.float64) + x[at, 0]
+    inv = torch.linalg.inv(K[at][:, at] + noise * torch.eye(len(at), dtype=torch.float64))
+    dense = torch.zeros(6, dtype=torch.float64).index_add_(
+        0, at, ((inv @ y) / inv.diagonal()).square())
+    c = counts.to(y)
+    ybar = torch.zeros(6, dtype=torch.float64).index_add_(0, at, y) / c
+    spread = torch.zeros(6, dtype=torch.float64).index_add_(0, at, (y - ybar[at]) ** 2)
+    L = torch.linalg.cholesky(K + torch.diag(noise / c))
+    r, v = loo_residuals(L, torch.cholesky_solve(ybar[:, None], L)[:, 0])
+    assert torch.allclose(row_residuals(r, v, ybar, c, spread, noise), dense)
+    onehot = torch.tensor([[1.0, 0], [1, 0], [0, 1], [0, 1], [1, 0], [0, 1]],
+                          dtype=torch.float64)
+    cell = onehot[at, 0].long()
+    by_hand = sum(float((y[j] - y[(cell == cell[j]) & (torch.arange(len(at)) != j)].mean())
+                        ** 2) for j in range(len(at)))
+    assert levels_loo(onehot, ybar, c, spread) == pytest.approx(by_hand)
