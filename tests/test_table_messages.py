@@ -5,7 +5,11 @@ them). Each case failed (or gave a misleading message) before."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -176,3 +180,73 @@ def test_the_row_loo_of_merged_copies_equals_the_loo_of_every_row():
     by_hand = sum(float((y[j] - y[(cell == cell[j]) & (torch.arange(len(at)) != j)].mean())
                         ** 2) for j in range(len(at)))
     assert levels_loo(onehot, ybar, c, spread) == pytest.approx(by_hand)
+
+
+# -- item 9: messages that sent users the wrong way --------------------------------------
+SRC = Path(gpscale.__file__).resolve().parents[1]
+GPSCALE = Path(sys.executable).with_name("gpscale")
+
+
+def _gpscale(*args, cwd):
+    """The installed command on this checkout's sources: (exit status, stderr)."""
+    env = {**os.environ, "PYTHONPATH": str(SRC), "OMP_NUM_THREADS": "1"}
+    env.pop("GPSCALE_DEBUG", None)
+    proc = subprocess.run([str(GPSCALE), *map(str, args)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=300)
+    return proc.returncode, proc.stderr
+
+
+def _table(n: int = 60, seed: int = 0) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal(n)
+    return pd.DataFrame({"city": rng.choice(["Zürich", "Genève", "Bâle"], n), "x": x,
+                         "y": x + 0.1 * rng.standard_normal(n)})
+
+
+def test_true_false_text_is_a_number_column_as_booleans_are(tmp_path):
+    """Before: refused as 'non-numeric ... encode these columns as numbers'."""
+    df = _table().assign(flag=lambda d: np.where(d["x"] > 0, "True", "False"))
+    df.to_csv(tmp_path / "t.csv", index=False)
+    src = open_source(str(tmp_path / "t.csv"), target="y", exclude=["city"])
+    assert src.feature_names == ["x", "flag"]
+    X = src.to_arrays()[0]
+    np.testing.assert_array_equal(X[:, 1], (df["x"] > 0).to_numpy(np.float64))
+    bools = df.assign(flag=df["x"] > 0).drop(columns="city")  # as pandas holds booleans
+    np.testing.assert_array_equal(open_source(bools, target="y").to_arrays()[0], X)
+
+
+def test_a_latin1_file_is_named_as_not_utf8(tmp_path):
+    """Before: 'column 'city' has type binary, which gpscale cannot use'."""
+    path = tmp_path / "t.csv"
+    _table().to_csv(path, index=False, encoding="latin-1")
+    with pytest.raises(ValueError) as err:
+        open_source(str(path), target="y")
+    msg = str(err.value)
+    assert "not UTF-8" in msg and "Latin-1" in msg and "iconv" in msg
+    assert "type binary" not in msg
+
+
+def test_a_semicolon_separated_file_gets_a_delimiter_hint(tmp_path):
+    path = tmp_path / "t.csv"
+    _table().to_csv(path, index=False, sep=";")
+    with pytest.raises(ValueError, match=r"separated by semicolons, not commas.*sep=';'"):
+        open_source(str(path), target="y")
+
+
+def test_a_category_empty_in_the_first_file_of_a_glob_is_read_from_the_next(tmp_path):
+    """Before: read as a number column from the first file, then 'non-numeric column in
+    the second file', blaming the file that was right."""
+    df = _table(80)
+    first = df[:40].assign(city=np.nan)
+    first.to_csv(tmp_path / "a.csv", index=False)
+    df[40:].to_csv(tmp_path / "b.csv", index=False)
+    src = open_source(str(tmp_path / "*.csv"), target="y")
+    code = src.encoding.code("city")
+    assert code.kind == "category" and code.missing
+    assert set(code.levels) == set(df["city"][40:])
+
+
+def test_fit_of_a_frame_with_text_columns_and_y_names_target():
+    df = _table()
+    with pytest.raises(ValueError, match=r"gpscale.fit\(df.assign\(y=y\), target='y'\)"):
+        gpscale.fit(df.drop(columns="y"), df["y"], **FIT)

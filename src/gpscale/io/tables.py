@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from .batch import Columns, Partition
+from .csvfile import CsvHeader, not_utf8
 from .encoding import ColumnCode, TableEncoding, column_kind
 from .survey import learn_encoding, survey
 
@@ -28,15 +29,22 @@ def check_categorical(categorical: Sequence[str], cols: Columns, where: str) -> 
     return names
 
 
-def file_kinds(headers: Sequence[Any], cols: Columns, categorical: Sequence[str]
-               ) -> TableEncoding:
+def file_kinds(headers: Sequence[Any], cols: Columns, categorical: Sequence[str],
+               paths: Sequence[str] = ()) -> TableEncoding:
     """The kinds of the input columns of files, from the first file's schema (CSV: the
-    types pyarrow infers from its first block, and a few values)."""
-    h = headers[0]
-    sample = getattr(h, "sample", {})
-    return TableEncoding(tuple(
-        ColumnCode(c, column_kind(c, h.types[c], sample.get(c, ()), c in categorical),
-                   ) for c in cols.features), learned=False)
+    types pyarrow infers from its first block, and a few values); a column with no
+    value there takes its kind from the first of the other ``headers`` (``paths``) that
+    has one, so that the files after it are not read as numbers."""
+    codes = []
+    for c in cols.features:
+        i = next((i for i, h in enumerate(headers) if not pa.types.is_null(h.types[c])), 0)
+        h, t = headers[i], headers[i].types[c]
+        sample = getattr(h, "sample", {}).get(c, ())
+        if isinstance(h, CsvHeader) and pa.types.is_binary(t):  # pyarrow's invalid UTF-8
+            path = paths[i] if i < len(paths) else "the file"
+            raise ValueError(not_utf8(path, c, next((v for v in sample if v), None)))
+        codes.append(ColumnCode(c, column_kind(c, t, sample, c in categorical)))
+    return TableEncoding(tuple(codes), learned=False)
 
 
 def frame_kinds(dtypes: Any, sample: Callable[[str], list], cols: Columns,
