@@ -250,3 +250,64 @@ def test_fit_of_a_frame_with_text_columns_and_y_names_target():
     df = _table()
     with pytest.raises(ValueError, match=r"gpscale.fit\(df.assign\(y=y\), target='y'\)"):
         gpscale.fit(df.drop(columns="y"), df["y"], **FIT)
+
+
+@pytest.mark.skipif(not GPSCALE.exists(), reason=f"no gpscale next to {sys.executable}")
+def test_out_of_range_date_features_and_the_target_in_columns_exit_2(tmp_path):
+    """Usage errors (the command line itself, whatever the file holds): exit 2, as the
+    README classes them; before, exit 1."""
+    df = _table().assign(when=pd.date_range("2020-01-01", periods=60).strftime("%Y-%m-%d"))
+    df.to_csv(tmp_path / "t.csv", index=False)
+    common = ["fit", "--data", "t.csv", "--target", "y", "--out", "m.pt"]
+    code, err = _gpscale(*common, "--date-features", "monthly", cwd=tmp_path)
+    assert code == 2 and "['monthly'] is not one of" in err
+    code, err = _gpscale(*common, "--columns", "x,y", cwd=tmp_path)
+    assert code == 2 and "--columns lists the target 'y'" in err
+    assert not (tmp_path / "m.pt").exists()
+
+
+def test_the_smallest_jitter_is_not_warned_of_and_the_cli_says_each_once():
+    """sgpr factorises K_ZZ at every pass; with one-hot columns its inducing points
+    repeat and it needs a jitter of 1e-10 x its mean diagonal (the factorisation's own
+    rounding): 18 warning lines before, none now; a larger jitter is said once per level
+    on the command line."""
+    import io
+
+    import torch
+
+    from gpscale.commands.stdio import cli_warnings
+    from gpscale.linalg import NumericalWarning, robust_cholesky
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        robust_cholesky(torch.ones(4, 4, dtype=torch.float64))  # rank 1: needs 1e-10
+    out = io.StringIO()
+    with cli_warnings(out):
+        warnings.simplefilter("always")
+        for scale in (1.0, 1.1, 1.2):
+            warnings.warn(f"Cholesky needed jitter {scale * 1e-6:.3g} (1e-06 x mean "
+                          "diagonal) on a 64x64 matrix", NumericalWarning, stacklevel=1)
+        warnings.warn("Cholesky needed jitter 1e-05 (1e-05 x mean diagonal) on a 64x64 "
+                      "matrix", NumericalWarning, stacklevel=1)
+    assert out.getvalue().count("gpscale: warning:") == 2
+
+
+def test_a_column_name_with_a_comma_can_be_named(tmp_path):
+    from gpscale.commands.usage import names
+
+    assert names('"a,b", c') == ["a,b", "c"] and names("a, b") == ["a", "b"]
+    df = _table().drop(columns="city").assign(**{"p,q": 1.0 + np.arange(60) % 3})
+    df.to_csv(tmp_path / "t.csv", index=False)
+    with pytest.raises(ValueError, match=r"""in double quotes: --exclude '"p,q"'"""):
+        open_source(str(tmp_path / "t.csv"), target="y", exclude=["p", "q"])
+    from gpscale import cli
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for flag, value in (("--exclude", '"p,q"'), ("--columns", 'x,"p,q"')):
+            out = tmp_path / f"m{flag}.pt"
+            assert cli.main(["fit", "--data", str(tmp_path / "t.csv"), "--target", "y",
+                             flag, value, "--method", "exact", "--max-iter", "2", "-q",
+                             "--out", str(out)]) == 0
+            want = ["x"] if flag == "--exclude" else ["x", "p,q"]
+            assert gpscale.load(out).feature_names == want
