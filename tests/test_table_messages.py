@@ -266,6 +266,29 @@ def test_out_of_range_date_features_and_the_target_in_columns_exit_2(tmp_path):
     assert not (tmp_path / "m.pt").exists()
 
 
+def test_rows_left_out_are_not_called_a_column_and_info_json_lists_levels(tmp_path):
+    from gpscale.commands.info import info_text, model_info
+
+    df = _table(80)
+    df.loc[:19, "y"] = np.nan
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        model = gpscale.fit(df, target="y", **FIT)
+    text = model.summary()
+    assert "column 20" not in text and "20 training row(s) left out" in text
+    model.save(tmp_path / "m.pt")
+    info = model_info(tmp_path / "m.pt")
+    assert info["table"] == {
+        "columns": [{"name": "city", "kind": "category", "missing": False,
+                     "levels": sorted(set(df["city"][20:]))},
+                    {"name": "x", "kind": "number", "missing": False,
+                     "mean": pytest.approx(df["x"][20:].mean())}],
+        "rows_left_out": 20}
+    text = info_text(info)
+    assert "column   20" not in text
+    assert "rows     20 training row(s) left out: their target was missing" in text
+
+
 def test_the_smallest_jitter_is_not_warned_of_and_the_cli_says_each_once():
     """sgpr factorises K_ZZ at every pass; with one-hot columns its inducing points
     repeat and it needs a jitter of 1e-10 x its mean diagonal (the factorisation's own
