@@ -334,3 +334,25 @@ def test_a_column_name_with_a_comma_can_be_named(tmp_path):
                              "--out", str(out)]) == 0
             want = ["x"] if flag == "--exclude" else ["x", "p,q"]
             assert gpscale.load(out).feature_names == want
+
+
+def test_iso_datetimes_ending_z_or_an_offset_are_dates(tmp_path):
+    """Before: refused as 'not an ISO date'. An offset is read as the UTC instant (as a
+    Parquet timestamp with a zone is); a column that mixes zoned and plain values is
+    refused saying so."""
+    stamps = pd.date_range("2020-01-01", periods=60, freq="7h")
+    base = _table().drop(columns="city")
+    got = {}
+    for fmt in ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%dT%H:%M:%SZ", "%Y-%m-%dT%H:%M:%S+02:00"):
+        path = tmp_path / "t.csv"
+        base.assign(when=stamps.strftime(fmt)).to_csv(path, index=False)
+        src = open_source(str(path), target="y")
+        got[fmt] = (src.encoding.code("when"), src.to_arrays()[0][:, 1])
+    plain, zulu, offset = got.values()
+    assert plain[0].kind == zulu[0].kind == offset[0].kind == "date"
+    np.testing.assert_allclose(zulu[1], plain[1])
+    assert zulu[0].origin - offset[0].origin == pytest.approx(2 / 24)
+    mixed = base.assign(when=stamps.strftime("%Y-%m-%dT%H:%M:%S"))
+    mixed.loc[5, "when"] = "2020-01-02T11:00:00Z"
+    with pytest.raises(ValueError, match=r"mixes date-times with a time zone.*at position 5"):
+        open_source(mixed, target="y")
