@@ -151,9 +151,12 @@ def build_parser(argv: Sequence[str] = ()) -> argparse.ArgumentParser:
     fit.add_argument("--columns", type=names, default=None, metavar="A,B,...",
                      help="the input columns (default: every column but the target and "
                      "--exclude); text, category and date columns and missing values are "
-                     "encoded (gpscale info shows how)")
+                     "encoded (gpscale info shows how). In --columns, --exclude and "
+                     "--categorical a name that holds a comma goes in double quotes, as in "
+                     "a CSV header: --exclude '\"a,b\",c'")
     fit.add_argument("--exclude", type=names, default=[], metavar="A,B,...",
-                     help="columns to leave out (e.g. an id)")
+                     help="columns to leave out (e.g. an id; a name with a comma in double "
+                     "quotes)")
     fit.add_argument("--categorical", type=names, default=[], metavar="A,B,...",
                      help="integer-coded columns to read as categories (text columns are)")
     fit.add_argument("--date-features", default="days", metavar="days|yearly|weekly,...",

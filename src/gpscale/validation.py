@@ -10,6 +10,18 @@ import numpy as np
 import torch
 
 
+def by_name(frame: Any) -> str:
+    """How to fit a data frame whose columns are not all numbers: by its columns' names,
+    which reads text, category and date columns (empty when ``frame`` is no frame)."""
+    dtypes = getattr(frame, "dtypes", None)
+    if not hasattr(frame, "columns") or dtypes is None:
+        return ""
+    text = [str(c) for c, t in zip(frame.columns, dtypes) if getattr(t, "kind", "O") not in "biuf"]
+    return (f". Its column(s) {text} are not numbers: to fit a table, pass the data frame "
+            f"with the target as one of its columns and name it, gpscale.fit(df.assign(y=y), "
+            f"target='y'); text, category and date columns are then encoded")
+
+
 def as_matrix(
     X, name: str = "X", dtype: torch.dtype = torch.float64, device=None
 ) -> torch.Tensor:
@@ -20,7 +32,8 @@ def as_matrix(
         try:
             arr = np.asarray(X, dtype=np.float64)
         except (TypeError, ValueError) as err:
-            raise ValueError(f"{name} must be numeric; could not convert it ({err})") from None
+            raise ValueError(f"{name} must be numeric; could not convert it ({err})"
+                             f"{by_name(X)}") from None
         T = torch.as_tensor(arr, dtype=dtype, device=device)
     if T.ndim == 1:
         raise ValueError(

@@ -20,6 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from ..io.encoding import TableEncoding, _day_text
 from ..methods import METHODS
 from ..params import positive_params
 from ..predictor import Predictor, load
@@ -79,10 +80,37 @@ def model_info(path: str | os.PathLike) -> dict[str, Any]:
             "scores": {k: _num(v) for k, v in pred.kernel_choice.scores.items()},
             "seconds": _num(pred.kernel_choice.seconds)},
         "data_quality": _quality(pred, saved, names),
-        "columns": pred.inputs.lines() if hasattr(pred.inputs, "lines") else None,
+        "columns": _column_lines(pred.inputs),
+        "table": _table(pred.inputs),
         "hyperparameters": hyperparameters(pred),
         "other_parameters": {k: list(p.shape) for k, p in _others(pred.model).items()},
     }
+
+
+def _column_lines(inputs: Any) -> list[str] | None:
+    """What was done to each input column of a table, one line each."""
+    return inputs.lines() if isinstance(inputs, TableEncoding) else None
+
+
+def _table(inputs: Any) -> dict[str, Any] | None:
+    """A table's input columns as data: name, kind and (categories) levels, whether it
+    had missing values, a number's or date's training mean (dates: days since
+    ``origin``, the first training date), a date's periodic components; and the training
+    rows left out because their target was missing."""
+    if not isinstance(inputs, TableEncoding):
+        return None
+    columns = []
+    for c in inputs.codes:
+        entry: dict[str, Any] = {"name": c.name, "kind": c.kind, "missing": c.missing}
+        if c.kind == "category":
+            entry["levels"] = list(c.levels)
+        else:
+            entry["mean"] = _num(c.mean)
+        if c.kind == "date":
+            entry["origin"] = _day_text(c.origin)
+            entry["periodic"] = list(c.periodic)
+        columns.append(entry)
+    return {"columns": columns, "rows_left_out": int(inputs.dropped)}
 
 
 def _quality(pred: Predictor, saved: dict[str, Any], names: list[str]
@@ -253,6 +281,10 @@ def info_text(info: dict[str, Any]) -> str:
     ]
     if info.get("columns"):
         lines[-2:-2] = [f"column   {line}" for line in info["columns"]]
+    left_out = (info.get("table") or {}).get("rows_left_out")
+    if left_out:
+        lines[-2:-2] = [f"rows     {left_out} training row(s) left out: their target was "
+                        "missing"]
     picked = info.get("picked_by_auto")
     if picked:
         lines[2:2] = [f"auto     picked {picked['method']}: {picked['reason']}"]
@@ -288,7 +320,10 @@ def info_text(info: dict[str, Any]) -> str:
             f"skill    leave-one-out R² {skill.get('loo_r2', float('nan')):.3g} on "
             f"{skill.get('loo_rows')} rows" + ("" if share is None else
                                               f"; smallest lengthscale {share:.2g} x its "
-                                              "column's standard deviation")]
+                                              "column's standard deviation")
+            + ("" if skill.get("levels_r2") is None else
+               f"; one row left out at a time R² {skill['rows_r2']:.3g} against "
+               f"{skill['levels_r2']:.3g} for its category levels' means")]
         if skill.get("problem"):
             lines[-2:-2] = [f"         {skill['problem']}"]
     quality = info.get("data_quality")

@@ -12,6 +12,7 @@ copy is deleted when the command ends; messages name it "standard input".
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -19,6 +20,8 @@ import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TextIO
+
+from ..linalg.cholesky import NumericalWarning
 
 __all__ = ["STDIO", "Spool", "spool_stdin", "explain", "cli_warnings"]
 
@@ -89,9 +92,18 @@ def cli_warnings(stream: TextIO | None = None) -> Iterator[None]:
     """Python warnings printed as ``gpscale: warning: ...`` lines on standard error
     (instead of a file name, a line number and a line of source code)."""
 
+    said: set[str] = set()
+
     def show(message, category, filename, lineno, file=None, line=None):  # noqa: ARG001
         out = stream if stream is not None else sys.stderr
-        print(f"gpscale: warning: {explain(str(message))}", file=out, flush=True)
+        text = explain(str(message))
+        if issubclass(category, NumericalWarning):
+            # once per relative jitter and matrix size: a fit factorises many times
+            key = re.sub(r"jitter \S+ ", "jitter ", text, count=1)
+            if key in said:
+                return
+            said.add(key)
+        print(f"gpscale: warning: {text}", file=out, flush=True)
 
     with warnings.catch_warnings():
         warnings.showwarning = show

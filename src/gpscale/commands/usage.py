@@ -8,12 +8,14 @@ columns, data, numerics) is a failure at run time (exit status 1); see
 from __future__ import annotations
 
 import argparse
+import csv
 import math
 from collections.abc import Sequence
 from typing import Any
 
 from .. import api
 from ..io import file_format
+from ..io.dates import date_features
 from ..io.inputs import TABLE_KERNELS
 from ..kernels import KERNELS
 from ..plan import AUTO, Plan, PlanError, make_plan
@@ -51,11 +53,16 @@ def count(least: int):
 
 
 def names(text: str) -> list[str]:
-    """``a,b`` -> ["a", "b"] (column names, stripped of spaces)."""
-    out = [part.strip() for part in text.split(",")]
-    if not all(out):
-        raise argparse.ArgumentTypeError(f"expected column names separated by commas, got "
-                                         f"{text!r}")
+    """``a,b`` -> ["a", "b"] (column names, stripped of spaces); a name that holds a
+    comma is quoted as in a CSV header: ``"a,b",c`` -> ["a,b", "c"]."""
+    try:
+        out = [part.strip() for part in next(csv.reader([text], skipinitialspace=True))]
+    except (csv.Error, StopIteration):
+        out = []
+    if not out or not all(out):
+        raise argparse.ArgumentTypeError(f"expected column names separated by commas (a "
+                                         f"name that holds a comma in double quotes: "
+                                         f"'\"a,b\",c'), got {text!r}")
     return out
 
 
@@ -105,6 +112,7 @@ def check_usage(args: argparse.Namespace) -> None:
         raise UsageError(f"unknown method {args.name!r}; choose one of {sorted(api.METHODS)}")
     if args.command == "fit":
         _check_fit_values(args)
+        _check_fit_columns(args)
         if args.kernel is not None and args.kernel.lower() not in {*KERNELS, *TABLE_KERNELS}:
             raise UsageError(f"unknown kernel {args.kernel!r}; choose one of "
                              f"{sorted(KERNELS)}, or for tables with categorical columns "
@@ -142,6 +150,19 @@ def _check_fit_values(args: argparse.Namespace) -> None:
     if args.seed is not None and not 0 <= args.seed < SEED_LIMIT:
         raise UsageError(f"--seed must be a whole number from 0 to 2**64 - 1, got "
                          f"{args.seed}")
+
+
+def _check_fit_columns(args: argparse.Namespace) -> None:
+    """UsageError for column flags that contradict each other or a ``--date-features``
+    value that is not one, whatever the data hold."""
+    try:
+        date_features(args.date_features)
+    except ValueError as err:
+        raise UsageError(str(err)) from None
+    target = getattr(args, "target", None)
+    if target is not None and args.columns is not None and target in args.columns:
+        raise UsageError(f"--columns lists the target {target!r}; the inputs cannot include "
+                         "the target: leave it out of --columns")
 
 
 def fit_plan(args: argparse.Namespace, source: Any = None, kernel: Any = None,

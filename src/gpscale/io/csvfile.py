@@ -25,7 +25,7 @@ from .batch import Batch, Columns, Origin, Partition, arrow_batch, rechunk, text
 from .csvlines import is_gzip, lines_of_rows, text_rows
 from .fingerprint import Fingerprint
 
-__all__ = ["CsvHeader", "CsvPartition", "read_header", "lines_of_rows"]
+__all__ = ["CsvHeader", "CsvPartition", "read_header", "lines_of_rows", "not_utf8"]
 
 NULL_VALUES = [*pv.ConvertOptions().null_values, "None", "none", "NONE", "na", "Null"]
 #: reader block sizes (bytes): a larger block costs memory (pyarrow keeps several in
@@ -111,6 +111,9 @@ class CsvPartition(Partition):
     block: int = _BLOCK
     stamp: Fingerprint | None = None
     _rows: int | None = None
+    #: number columns the file writes as true/false (read as booleans, then 0/1, as a
+    #: Parquet boolean column is)
+    booleans: tuple[str, ...] = ()
 
     @property
     def origin(self) -> Origin:
@@ -150,7 +153,9 @@ class CsvPartition(Partition):
             self._rows = done  # (rows whose target is missing are not counted)
 
     def _convert(self, text: bool) -> pv.ConvertOptions:
-        numeric = {self.raw[c]: pa.string() if text else pa.float64() for c in self.cols.numeric}
+        numeric = {self.raw[c]: pa.string() if text else
+                   pa.bool_() if c in self.booleans else pa.float64()
+                   for c in self.cols.numeric}
         other = {self.raw[k]: pa.string() for k in self.cols.all if k not in self.cols.numeric}
         return pv.ConvertOptions(include_columns=[self.raw[c] for c in self.cols.all],
                                  column_types={**numeric, **other}, null_values=NULL_VALUES,
@@ -238,11 +243,25 @@ def _diagnose(path: str, err: Exception, part: CsvPartition | None = None) -> Va
             line, got, width = bad
             return ValueError(f"{path!r} line {line}: {got} fields, but the header has "
                               f"{width}")
+    if "invalid UTF8" in msg:
+        return ValueError(not_utf8(path))
     if "conversion error" in msg and part is not None:
         found = part._first_text()
         if found:
             return text_error(part.origin, part.cols, found)
     return ValueError(f"could not read {path!r} as a CSV file ({msg})")
+
+
+def not_utf8(path: str, column: str | None = None, example: object = None) -> str:
+    """What to do with a CSV file whose text is not UTF-8."""
+    shown = ""
+    if isinstance(example, bytes):
+        shown = f" (e.g. {example!r}, {example.decode('latin-1')!r} in Latin-1)"
+    where = f"column {column!r} of {path!r}" if column else repr(path)
+    return (f"{where} holds text that is not UTF-8{shown}: the file is in another encoding, "
+            f"Latin-1 or Windows-1252 perhaps. Convert it to UTF-8, e.g. iconv -f latin1 -t "
+            f"utf-8 old.csv > new.csv, or pandas.read_csv(path, encoding='latin-1')"
+            f".to_csv(new_path, index=False)")
 
 
 # -- the error path: the file read again as text, row by row --------------------------------

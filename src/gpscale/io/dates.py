@@ -79,9 +79,23 @@ def periodic(t: np.ndarray, components: Sequence[str]) -> np.ndarray:
     return out
 
 
+#: how ISO text is read: without a zone, or (ending 'Z' or '+02:00') as the UTC instant,
+#: as a Parquet timestamp with a time zone is stored
+_STAMPS = (pa.timestamp("ns"), pa.timestamp("ns", tz="UTC"))
+
+
+def _cast(col: pa.Array) -> pa.Array:
+    """ISO text as timestamps, every value with a zone or every value without one;
+    ArrowInvalid otherwise."""
+    try:
+        return pc.cast(col, _STAMPS[0])
+    except pa.ArrowInvalid:
+        return pc.cast(col, _STAMPS[1])
+
+
 def _parses(text: str) -> bool:
     try:
-        pc.cast(pa.array([text]), pa.timestamp("ns"))
+        _cast(pa.array([text]))
     except pa.ArrowInvalid:
         return False
     return True
@@ -96,15 +110,26 @@ def days(col: Any, name: str, origin: Origin) -> np.ndarray:
     if pa.types.is_string(col.type) or pa.types.is_large_string(col.type):
         col = pc.utf8_trim_whitespace(col)
         try:
-            col = pc.cast(col, pa.timestamp("ns"))
+            col = _cast(col)
         except pa.ArrowInvalid:
-            bad = next(i for i, s in enumerate(col.to_pylist())
-                       if s is not None and not _parses(s))
+            values = col.to_pylist()
+            bad = next((i for i, s in enumerate(values) if s is not None and not _parses(s)),
+                       None)
+            if bad is None:  # each parses: some with a zone and some without
+                zoned = next(i for i, s in enumerate(values) if s is not None
+                             and re.search(r"(Z|[+-]\d{2}:?\d{2})$", s))
+                plain = next(i for i, s in enumerate(values) if s is not None
+                             and not re.search(r"(Z|[+-]\d{2}:?\d{2})$", s))
+                raise ValueError(
+                    f"column {name!r} mixes date-times with a time zone "
+                    f"({values[zoned]!r} {origin.at([zoned])[0]}) and without one "
+                    f"({values[plain]!r} {origin.at([plain])[0]}) in {origin.name}: write "
+                    f"them all in UTC ending 'Z', or all without a zone") from None
             raise ValueError(f"column {name!r} holds dates, but {col[bad].as_py()!r} "
                              f"{origin.at([bad])[0]} of {origin.name} is not an ISO date "
-                             f"(YYYY-MM-DD[ HH:MM:SS]): fix that value or leave it empty (a "
-                             f"missing date), or train without the column (--exclude "
-                             f"{name})") from None
+                             f"(YYYY-MM-DD[THH:MM:SS][Z or +HH:MM]): fix that value or "
+                             f"leave it empty (a missing date), or train without the "
+                             f"column (--exclude {name})") from None
     t = col.type
     if pa.types.is_date32(t):
         per_day, ints = 1, pc.cast(col, pa.int32())

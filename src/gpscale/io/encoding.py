@@ -207,14 +207,14 @@ class TableEncoding:
         counts = ", ".join(f"{kinds.count(k)} {k}" for k in KINDS if k in kinds)
         filled = sum(c.missing for c in self.codes if c.kind != "category")
         return (f"encoded from {len(self.codes)} table columns: {counts}"
-                + (f"; {filled} with missing values filled" if filled else ""))
+                + (f"; {filled} with missing values filled" if filled else "")
+                + (f"; {self.dropped} training row(s) left out, their target missing"
+                   if self.dropped else ""))
 
     def lines(self) -> list[str]:
-        """What was done to each column, one line each (the summary, ``gpscale info``)."""
-        out = [c.describe() for c in self.codes]
-        if self.dropped:
-            out.append(f"{self.dropped} training row(s) left out: their target was missing")
-        return out
+        """What was done to each column, one line each (the summary, ``gpscale info``;
+        the rows left out are said by :meth:`describe`)."""
+        return [c.describe() for c in self.codes]
 
     # -- encoding -------------------------------------------------------------------
     def batch(self, table: pa.RecordBatch | pa.Table, cols: Columns, origin: Origin) -> Batch:

@@ -11,6 +11,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from ..validation import by_name
 from .batch import Batch, Columns, Origin, Partition, arrow_batch, check_finite, text_error
 
 __all__ = ["ArrayPartition", "FramePartition", "as_float_array", "check_frame_types",
@@ -21,12 +22,14 @@ def as_float_array(a: Any, name: str) -> np.ndarray:
     """``a`` as a float64 numpy array, without a copy when it already is one."""
     if hasattr(a, "detach") and hasattr(a, "cpu"):  # a torch tensor
         a = a.detach().cpu().numpy()
-    elif hasattr(a, "to_numpy"):  # pandas
-        a = a.to_numpy(dtype=np.float64, na_value=np.nan)
     try:
+        if hasattr(a, "to_numpy"):  # pandas
+            a = a.to_numpy(dtype=np.float64, na_value=np.nan)
         return np.asarray(a, dtype=np.float64)
     except (TypeError, ValueError) as err:
-        raise ValueError(f"{name} must be numeric; could not convert it ({err})") from None
+        raise ValueError(f"{name} must be numeric; could not convert it ({err}){by_name(a)}"
+                         ) from None
+
 
 
 @dataclass(eq=False, repr=False)

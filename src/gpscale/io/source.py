@@ -223,7 +223,8 @@ def _select(available: list[str], where: str, target: str | None,
     """(``features``: the ``columns=`` a user named.)"""
     """Which columns are inputs, target and kept; ValueError for names not there."""
     have = set(available)
-    listing = ", ".join(available)
+    # a name holding a comma is quoted, as --columns / --exclude take it
+    listing = ", ".join(f'"{c}"' if "," in c else c for c in available) + _delimiter(available)
     if target is not None and target not in have:
         raise ValueError(f"target column {target!r} is not in {where}; available columns: "
                          f"{listing}")
@@ -234,8 +235,11 @@ def _select(available: list[str], where: str, target: str | None,
         names = [names] if isinstance(names, str) else list(names)
         missing = [n for n in names if n not in have]
         if missing:
+            split = [c for c in available if "," in c and set(c.split(",")) & set(missing)]
+            quote = (f". A name that holds a comma goes in double quotes: --{kind} "
+                     f"'\"{split[0]}\"' ({kind}=[{split[0]!r}] in Python)" if split else "")
             raise ValueError(f"{kind}: column(s) {missing} not in {where}; available "
-                             f"columns: {listing}")
+                             f"columns: {listing}{quote}")
         lists[kind] = names
     if features is not None:
         inputs = [c for c in lists["columns"] if c not in lists.get("exclude", ())]
@@ -254,6 +258,24 @@ def _select(available: list[str], where: str, target: str | None,
         after = " once exclude= and keep= are removed" if exclude or keep else ""
         raise ValueError(f"{where} has no input columns{besides}{after}")
     return Columns(tuple(inputs), target, tuple(lists.get("keep", ())))
+
+
+def _delimiter(available: list[str]) -> str:
+    """A hint when a file's one column name holds another delimiter (the file was read
+    as comma-separated, and is not)."""
+    if len(available) != 1:
+        return ""
+    for sep, name in ((";", "semicolons"), ("\t", "tabs"), ("|", "bars")):
+        if sep in available[0]:
+            return (f". The header looks separated by {name}, not commas: gpscale reads "
+                    f"comma-separated files; convert it, e.g. pandas.read_csv(path, "
+                    f"sep={sep!r}).to_csv(new_path, index=False)")
+    return ""
+
+
+def _chosen(cols: Columns, features: Sequence[str] | None) -> tuple[str, ...]:
+    """The inputs the user named with ``columns=`` (none when they were not named)."""
+    return () if features is None else cols.features
 
 
 def _files(files: list[str], target, features, exclude, keep, categorical, cycles,
@@ -283,8 +305,11 @@ def _files(files: list[str], target, features, exclude, keep, categorical, cycle
         parts: list[Partition] = []
         for f, h in zip(files, headers):
             if file_format(f) == "csv":
+                bools = tuple(c for c in cols.numeric
+                              if pa.types.is_boolean(h.types.get(c, pa.null())))
                 parts.append(CsvPartition(f, cols, dict(zip(h.names, h.raw)),
-                                          max(4 * h.block, 1 << 20), stamp=h.stamp))
+                                          max(4 * h.block, 1 << 20), stamp=h.stamp,
+                                          booleans=bools))
                 continue
             check_types(f, h, cols)
             offset = 0
@@ -306,9 +331,9 @@ def _files(files: list[str], target, features, exclude, keep, categorical, cycle
     elif target is not None and cols.features:
         names = check_categorical(categorical, cols, where)
         info = [h if file_format(f) == "csv" else replace(h, sample=first_values(f, cols.features))
-                for f, h in zip(files[:1], headers[:1])]
-        cols, kept, n = learn_columns(cols, file_kinds(info, cols, names), build, desc,
-                                      client, cycles)
+                for f, h in zip(files[:1], headers[:1])] + list(headers[1:])
+        cols, kept, n = learn_columns(cols, file_kinds(info, cols, names, files), build, desc,
+                                      client, cycles, _chosen(cols, features))
         source = Source(build(cols, kept), cols, desc, list(cols.features), target)
         source._n = n
         return source
@@ -335,7 +360,8 @@ def _frame(df: Any, target, features, exclude, keep, categorical, cycles, encodi
     elif target is not None and cols.features:
         names = check_categorical(categorical, cols, "the DataFrame")
         kinds = frame_kinds(frame.dtypes, lambda c: _head(frame[c]), cols, names)
-        cols, _, n = learn_columns(cols, kinds, build, "the DataFrame", cycles=cycles)
+        cols, _, n = learn_columns(cols, kinds, build, "the DataFrame", cycles=cycles,
+                                   chosen=_chosen(cols, features))
         if n < len(frame):  # rows whose target is missing are left out (and counted)
             frame = frame[frame[target].notna().to_numpy()]
     return Source(build(cols), cols, "the DataFrame", list(cols.features), target)
@@ -353,7 +379,7 @@ def _dask_frame(ddf: Any, target, features, exclude, keep, categorical, cycles, 
         head = ddf[list(cols.features)].partitions[0].compute()
         kinds = frame_kinds(ddf.dtypes, lambda c: _head(head[c]), cols, names)
         cols, _, n = learn_columns(cols, kinds, lambda c: frame_partitions(ddf, c), where,
-                                   client, cycles)
+                                   client, cycles, _chosen(cols, features))
         if cols.encoding is not None and cols.encoding.dropped:
             ddf = ddf[ddf[target].notna()]
     return Source(frame_partitions(ddf, cols), cols, where, list(cols.features), target)

@@ -12,6 +12,7 @@ from typing import Any
 import pyarrow as pa
 
 from .batch import Columns, Partition
+from .csvfile import CsvHeader, not_utf8
 from .encoding import ColumnCode, TableEncoding, column_kind
 from .survey import learn_encoding, survey
 
@@ -28,15 +29,22 @@ def check_categorical(categorical: Sequence[str], cols: Columns, where: str) -> 
     return names
 
 
-def file_kinds(headers: Sequence[Any], cols: Columns, categorical: Sequence[str]
-               ) -> TableEncoding:
+def file_kinds(headers: Sequence[Any], cols: Columns, categorical: Sequence[str],
+               paths: Sequence[str] = ()) -> TableEncoding:
     """The kinds of the input columns of files, from the first file's schema (CSV: the
-    types pyarrow infers from its first block, and a few values)."""
-    h = headers[0]
-    sample = getattr(h, "sample", {})
-    return TableEncoding(tuple(
-        ColumnCode(c, column_kind(c, h.types[c], sample.get(c, ()), c in categorical),
-                   ) for c in cols.features), learned=False)
+    types pyarrow infers from its first block, and a few values); a column with no
+    value there takes its kind from the first of the other ``headers`` (``paths``) that
+    has one, so that the files after it are not read as numbers."""
+    codes = []
+    for c in cols.features:
+        i = next((i for i, h in enumerate(headers) if not pa.types.is_null(h.types[c])), 0)
+        h, t = headers[i], headers[i].types[c]
+        sample = getattr(h, "sample", {}).get(c, ())
+        if isinstance(h, CsvHeader) and pa.types.is_binary(t):  # pyarrow's invalid UTF-8
+            path = paths[i] if i < len(paths) else "the file"
+            raise ValueError(not_utf8(path, c, next((v for v in sample if v), None)))
+        codes.append(ColumnCode(c, column_kind(c, t, sample, c in categorical)))
+    return TableEncoding(tuple(codes), learned=False)
 
 
 def frame_kinds(dtypes: Any, sample: Callable[[str], list], cols: Columns,
@@ -63,12 +71,13 @@ def frame_kinds(dtypes: Any, sample: Callable[[str], list], cols: Columns,
 
 
 def learn_columns(cols: Columns, kinds: TableEncoding, build: Callable[[Columns], list],
-                  where: str, client: Any = None, cycles: Sequence[str] = ()
-                  ) -> tuple[Columns, list[int], int]:
+                  where: str, client: Any = None, cycles: Sequence[str] = (),
+                  chosen: Sequence[str] = ()) -> tuple[Columns, list[int], int]:
     """The columns with their learned encoding (None when the inputs are plain numbers),
     the rows each partition keeps (its rows whose target is there) and their total;
     ``cycles``: the periodic components of every date column (:mod:`gpscale.io.dates`),
-    a ValueError when there is none."""
+    a ValueError when there is none; ``chosen``: the inputs the user named
+    (:func:`gpscale.io.survey.learn_encoding`)."""
     if cycles:
         if not any(c.kind == "date" for c in kinds.codes):
             raise ValueError(f"date_features: {list(cycles)} asked for, but no input column "
@@ -81,6 +90,6 @@ def learn_columns(cols: Columns, kinds: TableEncoding, build: Callable[[Columns]
     merged = per[0]
     for p in per[1:]:
         merged = merged.merge(p)
-    enc = learn_encoding(kinds, merged, where)
+    enc = learn_encoding(kinds, merged, where, chosen)
     kept = [p.rows - p.no_target for p in per]
     return replace(cols, encoding=None if enc.identity() else enc), kept, sum(kept)
