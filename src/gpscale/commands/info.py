@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from ..io.encoding import TableEncoding, _day_text
+from ..io.encoding import TableEncoding, day_text
 from ..methods import METHODS
 from ..params import positive_params
 from ..predictor import Predictor, load
@@ -107,7 +107,7 @@ def _table(inputs: Any) -> dict[str, Any] | None:
         else:
             entry["mean"] = _num(c.mean)
         if c.kind == "date":
-            entry["origin"] = _day_text(c.origin)
+            entry["origin"] = day_text(c.origin)
             entry["periodic"] = list(c.periodic)
         columns.append(entry)
     return {"columns": columns, "rows_left_out": int(inputs.dropped)}

@@ -127,14 +127,14 @@ class ColumnCode:
                     + (f" and missing values a level of their own, "
                        f"{self.name + ' (missing)'!r}" if self.missing else ""))
         cycles = "".join(f", {p} sin/cos" for p in self.periodic)
-        what = (f"date, days since {_day_text(self.origin)}{cycles}" if self.kind == "date"
+        what = (f"date, days since {day_text(self.origin)}{cycles}" if self.kind == "date"
                 else "number")
         fill = (f"; missing values filled with the training mean {self.mean:.6g} and "
                 f"marked in {self.name + ' (missing)'!r}" if self.missing else "")
         return f"{self.name!r}: {what}{fill}"
 
 
-def _day_text(days: float) -> str:
+def day_text(days: float) -> str:
     return str(np.datetime64(int(round(days * 86_400)), "s")).replace("T00:00:00", "")
 
 
