@@ -135,6 +135,7 @@ class ColumnCode:
 
 
 def day_text(days: float) -> str:
+    """A day count since 1970-01-01 as an ISO date (a time of day when it has one)."""
     return str(np.datetime64(int(round(days * 86_400)), "s")).replace("T00:00:00", "")
 
 
