@@ -34,7 +34,7 @@ with tempfile.TemporaryDirectory() as folder:
     for w in caught:
         print("WARN", type(w.message).__name__, str(w.message)[:400])
     print(pred.summary())
-    means = [pred.predict(b.X) for b in prediction_source(pred, str(test)).batches()]
+    means = [pred.predict_encoded(b.X) for b in prediction_source(pred, str(test)).batches()]
     y = pd.read_csv(test)["realrinc"].to_numpy()
     mean, keep = np.concatenate(means), ~np.isnan(y)
     print("fit_s", fit_s, "rmse", float(np.sqrt(np.mean((mean[keep] - y[keep]) ** 2))))
