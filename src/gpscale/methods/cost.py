@@ -19,7 +19,7 @@ from ..models.iterative_variance import PATHWISE_SAMPLES
 from ..sizes import CHUNK_BYTES, available_memory
 from ..train.exact_refine import PROBES
 from ..train.warning_types import SizeWarning
-from .rff import AUTO_ABOVE, AUTO_SUBSAMPLE
+from .rff import AUTO_ABOVE, AUTO_SUBSAMPLE, DEFAULT_NUM_FEATURES
 
 __all__ = ["exact_seconds", "exact_bytes", "exact_cost", "iterative_seconds",
            "kernel_choice_seconds",
@@ -64,8 +64,8 @@ SGPR_NM2_SECONDS, SGPR_WARM_EVALS, SGPR_FULL_EVALS = 1.7e-10, 150, 150
 SGPR_WORDS_PER_NM = 8
 
 # -- rff ---------------------------------------------------------------------------------
-#: rff's default number of features
-DEFAULT_FEATURES = 512
+#: rff's default number of features (declared once, by the method)
+DEFAULT_FEATURES = DEFAULT_NUM_FEATURES
 #: seconds of rff's default θ search on RFF_SEARCH_ROWS rows
 RFF_SEARCH_SECONDS, RFF_SEARCH_ROWS = 90.0, 40_000
 #: float64 multiply-add rate of ΦᵀΦ on 2 threads (benchmarks/results/scale-1e7/scale.md)
