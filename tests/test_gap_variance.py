@@ -163,3 +163,11 @@ def test_a_named_kernel_models_the_gaps_too_and_sgpr_keeps_the_indicator(gapped_
         sparse = gpscale.fit(df, target="y", method="sgpr", m=16, max_iter=20)
     assert any(isinstance(k, GapVariance) for k in named.kernel.modules())
     assert not any(isinstance(k, GapVariance) for k in sparse.kernel.modules())
+
+
+def test_a_model_with_gap_variance_saves_and_loads(gapped_fit, tmp_path):
+    p, rng = gapped_fit
+    test = _table(rng, 50, missing=0.5)
+    q = gpscale.load(p.save(tmp_path / "m.pt"))
+    for a, b in zip(p.predict(test, return_std=True), q.predict(test, return_std=True)):
+        np.testing.assert_allclose(a, b, rtol=1e-12)
