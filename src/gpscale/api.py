@@ -139,7 +139,10 @@ def _reference_rows(data: TrainingData, client: Any) -> Any:
     integrates a gap over (:mod:`gpscale.io.gaps`); None for other inputs."""
     if not isinstance(data.inputs, TableEncoding):
         return None
-    return sample_rows(data.source.partitions(), REFERENCE_ROWS, seed=0, client=client)[0]
+    try:
+        return sample_rows(data.source.partitions(), REFERENCE_ROWS, seed=0, client=client)[0]
+    except ValueError:  # a partition without rows: gaps are then filled as older files do
+        return None
 
 
 def _fit_held(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
