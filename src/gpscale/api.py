@@ -140,9 +140,10 @@ def _reference_rows(data: TrainingData, client: Any) -> Any:
     if not isinstance(data.inputs, TableEncoding):
         return None
     try:
-        return sample_rows(data.source.partitions(), REFERENCE_ROWS, seed=0, client=client)[0]
+        rows = sample_rows(data.source.partitions(), REFERENCE_ROWS, seed=0, client=client)[0]
     except ValueError:  # a partition without rows: gaps are then filled as older files do
         return None
+    return rows if len(rows) else None
 
 
 def _fit_held(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
