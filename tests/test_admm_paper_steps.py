@@ -1,7 +1,10 @@
-"""GPCV-ADMM's default steps as the paper writes them, each against a dense reference:
-the θ-step's line minimisation along one coordinate (eq. 12, §5.3), one Fletcher–Reeves
-z-step (eq. 14) on Σ = K_VTᵀK_VT + ρ/2 C², z⁰ = C(perturbed θ⁰)⁻¹ y_T (eq. 10, §5) and
-Algorithm 1's stop on ‖θ^(η+1) − θ^η‖ < ε."""
+"""GPCV-ADMM's steps as the paper writes them, each against a dense reference: the
+θ-step's line minimisation along one coordinate (eq. 12, §5.3), the single
+Fletcher–Reeves z-step (eq. 14, the option ``z_step="fr"``) on Σ = K_VTᵀK_VT + ρ/2 C²,
+z⁰ = C(perturbed θ⁰)⁻¹ y_T (eq. 10, §5), Algorithm 1's stop on ‖θ^(η+1) − θ^η‖ < ε, and
+whole iterations of the paper preset against a dense transcription of the authors' R loop
+(github.com/eveneveno/GPCV-ADMM-2019, ``Synthetic_test/se_v1.R``). The CG z-step against
+the dense minimiser of (13): tests/test_admm.py."""
 
 import math
 
@@ -128,7 +131,7 @@ def test_one_fr_z_step_equals_the_dense_conjugate_direction_step(device):
     −g + β d_prev with Fletcher–Reeves β = ‖g‖²/‖g_prev‖², each with the exact line
     minimiser μ₂ = −gᵀd/(2dᵀΣd), Σ = K_VTᵀK_VT + ρ/2 C² and b = Cλ − ρCy_T − 2K_VTᵀy_V
     built densely; θ and λ change between the two steps as in Algorithm 1."""
-    model, st = _state("rbf-ard", device)
+    model, st = _state("rbf-ard", device, z_step="fr")
 
     def dense_quadratic():
         with torch.no_grad():
@@ -213,8 +216,13 @@ def test_defaults_are_the_papers_and_presets_name_the_variants():
     o = make_options()
     assert (o.rho, o.lam0, o.eps, o.max_iter, o.window) == (5.0, 1.0, 1e-2, 100, 1)
     assert (o.direction, o.line_search, o.theta_steps, o.z_step) == (
-        "coordinate", "minimize", 1, "fr")
+        "coordinate", "minimize", 1, "cg")
     assert o.z0_perturb > 0
+    paper = make_options(preset="paper")  # Alg. 1 without its ε test: maxItr iterations
+    assert (paper.eps, paper.max_iter, paper.z_step) == (0.0, 100, "cg")
+    assert make_options(preset="paper", eps=1e-2).eps == 1e-2
+    with pytest.raises(ValueError, match="eps"):
+        make_options(eps=-1.0)
     old = make_options(preset="lbfgs-cg")
     assert (old.direction, old.theta_steps, old.z_step, old.window, old.z0_perturb) == (
         "lbfgs", 3, "cg", 10, 0.0)
@@ -229,12 +237,90 @@ def test_defaults_are_the_papers_and_presets_name_the_variants():
 
 
 def test_kfold_naive_scheme_runs_the_paper_steps_per_fold_and_averages():
-    """The naive K-fold scheme (§3.2) with the paper's steps: each fold stops by ε, and θ
-    is the mean of the folds' θ in the hyperparameters' units."""
+    """The naive K-fold scheme (§3.2) with the paper's steps and Alg. 1's ε: each fold
+    stops by ε, and θ is the mean of the folds' θ in the hyperparameters' units."""
     ds = synthetic_admm("se", 80, seed=4, noise=0.1)
     model = ExactGP(make_kernel("rbf", 1), ds.X, ds.y, noise=0.3)
-    res = fit_admm_kfold(model, k=2, seed=0, scale="keep", preset="paper")
+    res = fit_admm_kfold(model, k=2, seed=0, scale="keep", preset="paper", eps=1e-2)
     folds = [[h for h in res.history if h["fold"] == k] for k in (0, 1)]
     assert all(len(f) > 1 for f in folds) and res.converged
     last = [f[-1]["theta"]["kernel.base.lengthscale"][0] for f in folds]
     assert float(model.kernel.base.lengthscale.detach()) == pytest.approx(sum(last) / 2, rel=1e-12)
+
+
+def _authors_loop(xt, xv, yt, yv, l, z, lam, noise, rho, iters):
+    """Algorithm 1 as the authors' se_v1.R runs it, densely in numpy: the θ-step to the
+    stationary point of L_ρ in l that their descent (gradient steps with Armijo
+    backtracking until |∂L_ρ/∂l| ≤ 1e-3) runs into — here the first zero of ∂L_ρ/∂l
+    downhill from l, bracketed by doubling steps and refined by Brent's method to 1e-14
+    —, the z-step by the exact minimiser of (13) (their CG run to convergence), then
+    λ ← λ + ρ(Cz − y_T); returns l after each iteration."""
+    import numpy as np
+    from scipy.optimize import brentq
+
+    sq = lambda a, b: (a[:, None] - b[None, :]) ** 2  # noqa: E731
+    K = lambda a, b, l: np.exp(-sq(a, b) / (2 * l * l))  # noqa: E731
+    Kg = lambda a, b, l: K(a, b, l) * sq(a, b) / l ** 3  # noqa: E731
+    eye = np.eye(len(xt))
+
+    def grad(l):  # eq. (18) as the R code writes it, for the SE lengthscale
+        e = yv - K(xv, xt, l) @ z
+        r = (K(xt, xt, l) + noise * eye) @ z - yt
+        return -2 * e @ (Kg(xv, xt, l) @ z) + (lam + rho * r) @ (Kg(xt, xt, l) @ z)
+
+    out = []
+    for _ in range(iters):
+        g0 = grad(l)
+        step = -np.sign(g0) * 1e-3 * l
+        a, b = l, l + step
+        while np.sign(grad(b)) == np.sign(g0):
+            a, b = b, b + (b - a) * 2
+        l = brentq(grad, min(a, b), max(a, b), xtol=1e-14, rtol=1e-15)
+        Kvt, C = K(xv, xt, l), K(xt, xt, l) + noise * eye
+        z = np.linalg.solve(2 * (Kvt.T @ Kvt + rho / 2 * C @ C),
+                            2 * Kvt.T @ yv - C @ lam + rho * C @ yt)
+        lam = lam + rho * (C @ z - yt)
+        out.append(l)
+    return out
+
+
+def test_paper_preset_iterations_follow_the_authors_loop():
+    """Five iterations of the paper preset (coordinate line minimisation, the CG z-step,
+    the dual step) land on the same l, iteration by iteration, as a dense transcription
+    of the authors' R loop from the same (l⁰, z⁰, λ⁰ = 1) on their protocol (SE, σ² = 1,
+    noise variance 0.25 held, l⁰ = 0.9, data on an even grid split odd/even)."""
+    import numpy as np
+
+    from gpscale.data.synthetic import paper_kernel
+
+    def se(l):
+        return paper_kernel("se", {"l": l, "sigma2": 1.0}).to(torch.float64)
+
+    g = torch.Generator().manual_seed(5)
+    x = torch.linspace(0, 5, 80, dtype=torch.float64)
+    with torch.no_grad():
+        Kx = se(0.5)(x[:, None], x[:, None])
+        f = torch.linalg.cholesky(Kx + 1e-8 * torch.eye(80, dtype=torch.float64)) @ \
+            torch.randn(80, generator=g, dtype=torch.float64)
+    y = f + 0.25 * torch.rand(80, generator=g, dtype=torch.float64)
+    iT, iV = torch.arange(0, 80, 2), torch.arange(1, 80, 2)
+    kernel = se(0.9)
+    kernel.raw_outputscale.requires_grad_(False)
+    model = ExactGP(kernel, x[:, None], y, noise=0.25)
+    model.raw_noise.requires_grad_(False)
+    st = HoldoutADMM(model, x[iT, None], y[iT], x[iV, None], y[iV],
+                     make_options(preset="paper", memory="dense", line_tol=1e-12,
+                                  line_max_evals=400, cg_tol=1e-13, cg_max_iter=None))
+    with torch.no_grad():  # z⁰ from (10) at a perturbed l (the R code's rnorm(0.9, 0.1))
+        C1 = se(0.97)(x[iT, None], x[iT, None])
+        z0 = torch.linalg.solve(C1 + 0.25 * torch.eye(40, dtype=torch.float64), y[iT])
+    st.init(z0=z0)
+    assert torch.equal(st.lam, torch.ones(40, dtype=torch.float64))
+    ref = _authors_loop(x[iT].numpy(), x[iV].numpy(), y[iT].numpy(), y[iV].numpy(), 0.9,
+                        z0.numpy(), np.ones(40), 0.25, 5.0, 5)
+    ours = []
+    for _ in range(5):
+        st.iterate()
+        ours.append(float(model.kernel.base.lengthscale.detach()))
+    assert ours == pytest.approx(ref, rel=1e-6)
+    assert abs(ours[-1] - 0.9) > 1e-3  # θ moved

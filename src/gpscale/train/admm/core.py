@@ -13,16 +13,20 @@ default), Armijo steps along −g or L-BFGS in the raw space
 (:class:`~gpscale.train.admm.theta.PaperThetaStep`, ``direction="gd"``/``"lbfgs"``), both
 with z held, or, with ``coupling="tangent"``, ours
 (:class:`~gpscale.train.admm.tangent.TangentThetaStep`: z moves with θ). The z-step is
-one Fletcher–Reeves step of eq. (14) (default) or CG on (13) to tolerance
-(``z_step="cg"``); it uses only products with K_VT, K_VTᵀ and C; the dual step may use a
-separate ρ′.
+the conjugate-gradient iteration of eq. (14) run on (13) to tolerance (default,
+``z_step="cg"``: §3.1's CGM "terminates at an optimal solution", and the authors' code
+runs it to convergence) or a single Fletcher–Reeves step (``z_step="fr"``, kept to
+compare: under it the residual and λ grow and θ stalls,
+benchmarks/results/admm-paper-steps/fix-z-step/); it uses only products with K_VT, K_VTᵀ
+and C; the dual step may use a separate ρ′.
 
 Convergence. With z fixed, moving θ by δ costs ρ/2 ‖J δ‖² (J = ∂(C z)/∂θ), so one
 ADMM iteration moves θ by about ∇F/(ρ JᵀJ) — F the reduced CV loss — however exactly
 the θ-step is solved: the linear rate is a property of the algorithm with a fixed ρ,
 not of the inner solver. The paper's ρ = 5 and ε = 1e-2 therefore stop early, near θ⁰
-(the authors' R code runs a fixed 10 iterations, θ-step solved to ‖g‖ < 1e-3,
-λ⁰ = 1). Two options, off by default (paper): ``adaptive_rho`` (residual
+(the authors' R code runs a fixed number of iterations, θ-step solved to ‖g‖ < 1e-3,
+z-step CG to convergence, λ⁰ = 1; their Fig. 2 shows θ still descending at iteration
+100, which is why the ``paper`` preset drops the ε test). Two options, off by default (paper): ``adaptive_rho`` (residual
 balancing, which lowers ρ to where the primal and dual residuals balance) and
 ``lam_init="adjoint"`` (λ⁰ = the multiplier that makes ∇_θ L_ρ the exact CV gradient at
 the start; λ⁰ = 1 pulls θ away in the first iterations, and makes small ρ unstable).
@@ -134,9 +138,9 @@ class HoldoutADMM(HoldoutLagrangian):
         return ops.kvt_t(ops.kvt(V)) + 0.5 * self.rho * ops.c(ops.c(V))
 
     def z_step(self) -> int:
-        """(11b)/(13–14) by ``z_step``: one Fletcher–Reeves step (:meth:`z_step_fr`, the
-        paper) or CG to tolerance (:meth:`z_step_cg`); returns the Σ-products' CG
-        iterations (1 for the paper's step)."""
+        """(11b)/(13–14) by ``z_step``: CG to tolerance (:meth:`z_step_cg`, the paper) or
+        one Fletcher–Reeves step (:meth:`z_step_fr`); returns the Σ-products' CG
+        iterations (1 for the single step)."""
         return self.z_step_fr() if self.opts.z_step == "fr" else self.z_step_cg()
 
     def z_step_fr(self) -> int:

@@ -100,9 +100,10 @@ def fit_admm_hocv(
     (``memory="chunked"``, or K_TT and K_VT beyond ``dense_bytes``) and the scale's
     solve run on its workers (:class:`~gpscale.train.admm.ops.KernelOps`).
 
-    ``preset="paper"`` runs the paper's Algorithm 1 (ρ = 5, λ⁰ = 1, ε = 1e-2 on one
-    iteration's ‖Δθ‖, coordinate descent with line minimisation for θ, one
-    Fletcher–Reeves step for z, z⁰ at a perturbed θ⁰; :class:`ADMMOptions`). The
+    ``preset="paper"`` runs the paper's Algorithm 1 (ρ = 5, λ⁰ = 1, coordinate descent
+    with line minimisation for θ, the z-step by CG to the minimiser of (13), z⁰ at a
+    perturbed θ⁰, maxItr = 100 iterations without the ε test, as the authors' code and
+    Fig. 2 run it; ``eps=1e-2`` restores Alg. 1's test; :class:`ADMMOptions`). The
     default, :data:`~gpscale.train.admm.options.DEFAULT_PRESET`, is ``"lbfgs-cg"`` (L-BFGS
     θ-steps and the z-step by CG to tolerance, z held in the θ-step): the paper's steps
     leave θ near θ⁰ (see ``DEFAULT_PRESET``). ``"tangent"`` is our tangent θ-step, which
