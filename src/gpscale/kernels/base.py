@@ -393,10 +393,17 @@ class _Cross(torch.autograd.Function):
     @staticmethod
     def backward(ctx, G):  # noqa: D102
         X1, X2 = ctx.saved_tensors
+        G = G.contiguous()  # the contractions multiply G into K: a caller's K.mT gives G.mT
         with torch.no_grad():
-            grads, _, g_x1 = ctx.kernel.vjp_inputs(X1, X2, G)
-        return (None, g_x1 if ctx.needs_input_grad[1] else None, None,
-                *(grads.get(p) for p in ctx.params))
+            if ctx.needs_input_grad[1]:
+                grads, _, g_x1 = ctx.kernel.vjp_inputs(X1, X2, G)
+            else:
+                # vjp, not vjp_inputs: the default vjp_inputs re-evaluates K on a detached
+                # copy of X1, which misses a discrete kernel's memo of its reduction
+                # (kernels/memo.py) — a sparse GP on training points passes fixed inputs
+                grads, _ = ctx.kernel.vjp(X1, X2, G)
+                g_x1 = None
+        return (None, g_x1, None, *(grads.get(p) for p in ctx.params))
 
 
 def cross_matrix(kernel: Kernel, X1: torch.Tensor, X2: torch.Tensor) -> torch.Tensor:

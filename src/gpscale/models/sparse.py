@@ -22,12 +22,14 @@ from typing import Any
 import torch
 
 from ..kernels import Kernel
+from ..kernels.base import cross_matrix
 from ..kernels.memo import InputMemo
 from ..linalg import robust_cholesky
 from ..linalg.pivchol import check_pivots
-from ..params import LOG_2PI, Positive, summary
+from ..params import Positive, summary
 from ..validation import as_test_inputs, check_positive, check_xy
 from .base import GPModel, MeanAndVariance, dtype_name, no_data
+from .vfe_bound import VFEBound
 
 OBJECTIVES = ("vfe", "dtc")
 
@@ -109,7 +111,9 @@ class SparseGP(GPModel):
         return L, L_I, K_nI
 
     def terms(self, qr: bool = False) -> dict[str, torch.Tensor]:
-        """E_D, E_C, E_V of eqs. (9), (11), (12). R is the triangular factor of
+        """E_D, E_C, E_V of eqs. (9), (11), (12), the paper's decomposition of the
+        objective (differentiable by autograd; :meth:`objective` does not use it: the
+        tests hold the two equal). R is the triangular factor of
         L̃ = [L; σI] = QR; by default it is computed as the Cholesky factor of
         L̃ᵀL̃ = LᵀL + σ²I (the Woodbury form of eqs. 7–8: the same R, and Qᵀỹ = R⁻ᵀLᵀy),
         cheaper than a Householder QR under autograd; ``qr=True`` uses
@@ -133,13 +137,29 @@ class SparseGP(GPModel):
         """The quantity CholQR minimises, in nats, total over the n points:
         ``"dtc"``: −log N(y | 0, K̂ + σ²I) = ½(E_D + E_C) + (n/2) log 2π (eq. 4);
         ``"vfe"``: the negative Titsias bound ½(E_D + E_C + E_V) + (n/2) log 2π (eq. 5).
-        Differentiable in the kernel hyperparameters and σ²; O(m²n), no n × n matrix."""
+        Differentiable in the kernel hyperparameters and σ²; O(m²n), no n × n matrix.
+
+        Evaluated by SGPR's bound with Z = X[I] (:class:`~.vfe_bound.VFEBound`, ``trace``
+        off for DTC), whose gradient is written out: autograd's backward through
+        :meth:`terms` was half of a CholQR epoch (benchmarks/results/cholqr-profile).
+        K_ZZ is taken as the columns I of K_ZX, the same numbers :meth:`factors` uses."""
         no_data(self, data)
-        t = self.terms()
-        total = t["E_D"] + t["E_C"]
-        if self.objective_kind == "vfe":
-            total = total + t["E_V"]
-        return 0.5 * total + 0.5 * self.n * LOG_2PI
+        P = self._cross()
+        return VFEBound.apply(P, P[:, self.inducing], self.noise,
+                              self.kernel.diag(self.X).sum(), self.y,
+                              self.objective_kind == "vfe")
+
+    def _cross(self) -> torch.Tensor:
+        """K_ZX = K[I, :] (m × n), evaluated as K(X, Z) like :meth:`factors` and the
+        swaps, so a discrete kernel's memo of K(X, ·) serves all of them. A gpscale
+        :class:`Kernel` differentiates it by its own contraction
+        (:func:`~gpscale.kernels.base.cross_matrix`, no autograd graph of the n × m
+        matrix); any other module callable as a kernel, and inputs that require grad
+        (cross_matrix differentiates its first argument only, and Z = X[I] is both), by
+        autograd."""
+        if isinstance(self.kernel, Kernel) and not self.X.requires_grad:
+            return cross_matrix(self.kernel, self.X, self.Z).mT
+        return self.kernel(self.X, self.Z).mT
 
     def nlml(self) -> torch.Tensor:
         """Alias of :meth:`objective` (what generic trainers minimise)."""

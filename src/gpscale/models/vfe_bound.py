@@ -18,6 +18,13 @@ Gradients (M = σ²K_ZZ + PPᵀ, α = M⁻¹Py = Luu⁻ᵀLB⁻ᵀc, r = y − P
 The kernel's own derivatives (hyperparameters and inducing inputs Z) follow from ∂F/∂P
 and ∂F/∂K_ZZ by the kernel's contraction (:func:`gpscale.kernels.base.cross_matrix` for
 K_ZX, autograd for the m × m K_ZZ), which costs O(mnd), not O(m²n).
+
+``trace=False`` drops the trace term ½[t/σ² − tr(AAᵀ)]: F is then the DTC / PP
+negative log marginal likelihood −log N(y | 0, PᵀK_ZZ⁻¹P + σ²I) (Cao et al. 2013,
+eq. 4), and the "−I" in ∂F/∂P, one "B − I" in ∂F/∂K_ZZ and the last term of ∂F/∂σ²
+go with it. The sparse GP on a subset of training points
+(:class:`~gpscale.models.SparseGP`, CholQR's continuous phase) evaluates both of its
+objectives here, with Z = X[I] and K_ZZ the columns I of P.
 """
 
 from __future__ import annotations
@@ -48,18 +55,21 @@ def factors(P: torch.Tensor, Kzz: torch.Tensor, noise: torch.Tensor, y: torch.Te
 
 
 class VFEBound(torch.autograd.Function):
-    """``VFEBound.apply(P, Kzz, noise, trace_kxx, y)`` -> F (total nats)."""
+    """``VFEBound.apply(P, Kzz, noise, trace_kxx, y[, trace])`` -> F (total nats);
+    ``trace=False``: the DTC objective (``trace_kxx`` unused, its gradient zero)."""
 
     @staticmethod
-    def forward(ctx, P, Kzz, noise, trace_kxx, y):  # noqa: D102
+    def forward(ctx, P, Kzz, noise, trace_kxx, y, trace=True):  # noqa: D102
         m, n = P.shape
         Luu, A, B, LB, c = factors(P, Kzz, noise, y)
         AAt = B - torch.eye(m, dtype=P.dtype, device=P.device)
         yy = y @ y
         tr_aat = torch.diagonal(AAt).sum()
         F = 0.5 * (n * LOG_2PI + n * torch.log(noise)
-                   + 2.0 * torch.log(torch.diagonal(LB)).sum() + yy / noise - c @ c) \
-            + 0.5 * (trace_kxx / noise - tr_aat)
+                   + 2.0 * torch.log(torch.diagonal(LB)).sum() + yy / noise - c @ c)
+        if trace:
+            F = F + 0.5 * (trace_kxx / noise - tr_aat)
+        ctx.trace = bool(trace)
         ctx.save_for_backward(A, B, Luu, LB, c, noise, trace_kxx, y, yy, tr_aat)
         return F
 
@@ -69,21 +79,22 @@ class VFEBound(torch.autograd.Function):
         m, n = A.shape
         sigma = noise.sqrt()
         eye = torch.eye(m, dtype=A.dtype, device=A.device)
+        tr = 1.0 if ctx.trace else 0.0  # weight of the trace term ½[t/σ² − tr(AAᵀ)]
         Binv = torch.cholesky_inverse(LB)
         w = _solve(LB, c[:, None], transpose=True)          # LB⁻ᵀc = Luuᵀα
         alpha = _solve(Luu, w, transpose=True)[:, 0]
         g_P = g_K = g_s = None
         if ctx.needs_input_grad[0]:
-            W = _solve(Luu, Binv - eye, transpose=True) / sigma
+            W = _solve(Luu, Binv - tr * eye, transpose=True) / sigma
             r = y - sigma * (A.mT @ w[:, 0])                 # y − Pᵀα
             g_P = (W @ A).sub_(torch.outer(alpha, r / noise)).mul_(grad)
         if ctx.needs_input_grad[1]:
-            inner = _solve(Luu, Binv + B - 2.0 * eye, transpose=True)
+            inner = _solve(Luu, Binv - eye + tr * (B - eye), transpose=True)
             g_K = _solve(Luu, inner.mT, transpose=True)       # Luu⁻ᵀ(...)Luu⁻¹
             g_K = 0.5 * grad * (0.5 * (g_K + g_K.mT) + torch.outer(alpha, alpha))
         if ctx.needs_input_grad[2]:
             g_s = 0.5 * grad * ((n + torch.diagonal(Binv).sum() - m) / noise
                                 - (yy - noise * (c @ c)) / noise**2 + (w[:, 0] @ w[:, 0]) / noise
-                                - (trace_kxx - noise * tr_aat) / noise**2)
-        g_t = 0.5 * grad / noise if ctx.needs_input_grad[3] else None
-        return g_P, g_K, g_s, g_t, None
+                                - tr * (trace_kxx - noise * tr_aat) / noise**2)
+        g_t = 0.5 * tr * grad / noise if ctx.needs_input_grad[3] else None
+        return g_P, g_K, g_s, g_t, None, None
