@@ -171,3 +171,16 @@ def test_a_model_with_gap_variance_saves_and_loads(gapped_fit, tmp_path):
     q = gpscale.load(p.save(tmp_path / "m.pt"))
     for a, b in zip(p.predict(test, return_std=True), q.predict(test, return_std=True)):
         np.testing.assert_allclose(a, b, rtol=1e-12)
+
+
+def test_gapped_rows_count_one_each_in_the_solver_decision(monkeypatch):
+    """Rows with a gap are never merged, so a fit whose merged rows would fit a Cholesky
+    can need CG once they are counted one each: the gaps are then not modelled."""
+    import gpscale.methods.kernel_choice as kc
+
+    seen = []
+    monkeypatch.setattr(kc, "too_large", lambda n, *a, **k: seen.append(n) or n > 100)
+    X = torch.zeros(kc.GUARD_MIN_N + 50, 2, dtype=torch.float64)  # one input, many copies
+    X[: kc.GUARD_MIN_N // 2, 1] = 1.0  # half of them with a gap
+    assert modelled_gaps(get_method("exact"), {}, X, [1]) == ()
+    assert seen == [1 + kc.GUARD_MIN_N // 2]

@@ -199,16 +199,22 @@ def _loo_terms(model: ExactGP) -> np.ndarray:
     return nlpd_terms(model.y.cpu().numpy(), mean.cpu().numpy(), var.cpu().numpy())
 
 
-def _iterative(method: Method, options: dict[str, Any], X: torch.Tensor) -> bool:
+def _iterative(method: Method, options: dict[str, Any], X: torch.Tensor,
+               apart: torch.Tensor | None = None) -> bool:
     """Whether the exact method's fit will take its iterative path (CG) on these rows,
     whatever family is chosen (the solver switch of the slower, non-RBF contraction),
-    decided as the fit decides it: on the distinct inputs, copies merged."""
+    decided as the fit decides it: on the distinct inputs, copies merged, except the
+    rows ``apart`` (a mask), each its own (:func:`~gpscale.models.copies.merge_copies`)."""
     if not method.exact:
         return False
     solver = options.get("solver", "auto")
     if solver != "auto":
         return solver == "cg"
-    distinct = int(torch.unique(X, dim=0).shape[0]) if X.shape[0] >= GUARD_MIN_N else 0
+    if X.shape[0] < GUARD_MIN_N:
+        return False
+    rest = X if apart is None else X[~apart]
+    distinct = int(torch.unique(rest, dim=0).shape[0]) + (0 if apart is None
+                                                            else int(apart.sum()))
     return too_large(distinct, int(X.shape[1]), X.dtype, rbf=False)
 
 
@@ -306,6 +312,9 @@ def modelled_gaps(method: Method, options: dict[str, Any], X: torch.Tensor,
     ``gaps`` for the exact GP by Cholesky, none elsewhere (the iterative path and the
     other methods read a kernel through its spectral density or tiled form, which a
     white term has not; they keep the indicator columns alone)."""
-    if not gaps or not method.exact or _iterative(method, options, X):
+    if not gaps or not method.exact:
+        return ()
+    apart = (X[:, list(gaps)] != 0).any(dim=1)  # the rows the fit will not merge
+    if _iterative(method, options, X, apart):
         return ()
     return tuple(int(c) for c in gaps)
