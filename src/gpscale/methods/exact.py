@@ -15,7 +15,7 @@ import time
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import torch
 
@@ -67,7 +67,9 @@ SOLVE_MARGIN = 2.0
 class ExactFit:
     """The exact GP's fit (:func:`fit_exact`, whose docstring says what each option
     does): its options, typed and checked once, and its stages. :meth:`solver_for` makes
-    the Cholesky-or-CG choice on the rows the fit uses (copies merged); :meth:`fit` runs
+    the Cholesky-or-CG choice on the rows the fit uses (copies merged; :meth:`solver_on`
+    counts them for whoever asks before the fit: ``method="auto"`` and the kernel
+    choice); :meth:`fit` runs
     the Cholesky fit, or on the CG path the fit on a row sample, the refinement on every
     row and the posterior's solve, all within one :class:`~gpscale.deadline.Deadline`
     that starts when :meth:`fit` does."""
@@ -96,6 +98,10 @@ class ExactFit:
     client: Any = None
     time_limit: float | None = None
 
+    #: the options only the CG path reads: a fit by Cholesky ignores them
+    CG_OPTIONS: ClassVar[tuple[str, ...]] = ("subsample", "cg_tol", "precond_rank",
+                                             "block_dtype", "refine", "probes")
+
     def __post_init__(self) -> None:
         # the options every path reads; the CG path's own are checked where it starts
         # (:meth:`_cg_options`), so a Cholesky fit ignores them as it always has
@@ -113,13 +119,27 @@ class ExactFit:
         self.noise_floor = check_positive("noise_floor", self.noise_floor)
         self.noise = check_positive("noise", self.noise)
 
-    def solver_for(self, n: int, d: int, kernel: Kernel) -> str:
+    def solver_for(self, n: int, d: int, rbf: bool) -> str:
         """``"cholesky"`` or ``"cg"`` for n distinct rows of d columns: the ``solver``
-        given, or for ``"auto"`` the cost model's (:func:`~gpscale.methods.cost.too_large`,
-        the kernel's contraction tiled or not)."""
+        given, or for ``"auto"`` the cost model's (:func:`~gpscale.methods.cost.too_large`;
+        ``rbf``: the kernel's gradient is the tiled contraction)."""
         if self.solver != "auto":
             return self.solver
-        return "cg" if too_large(n, d, self.dtype, tiled_gradient(kernel)) else "cholesky"
+        return "cg" if too_large(n, d, self.dtype, rbf) else "cholesky"
+
+    def solver_on(self, X: torch.Tensor, kernel: Kernel | None = None) -> str:
+        """:meth:`solver_for` on the rows a fit on X would use: its repeated inputs merged
+        (:func:`~gpscale.models.copies.merge_copies`, the rows of ``kernel``'s gap terms
+        apart). ``kernel`` None: whatever the family, so the switch of a kernel without
+        the tiled contraction, the later one."""
+        d, rbf = int(X.shape[1]), kernel is not None and tiled_gradient(kernel)
+        solver = self.solver_for(int(X.shape[0]), d, rbf)
+        if solver == "cg" and self.solver == "auto":  # fewer rows never leave Cholesky, so
+            # only a switch on every row needs the distinct ones counted
+            apart = None if kernel is None else gap_rows(kernel, X)
+            n = int(merge_copies(X, X.new_zeros(X.shape[0]), apart=apart)[0].shape[0])
+            solver = self.solver_for(n, d, rbf)
+        return solver
 
     def fit(self, X: torch.Tensor, y: torch.Tensor, kernel: Kernel
             ) -> tuple[ExactGP, FitResult]:
@@ -129,7 +149,7 @@ class ExactFit:
         t0 = time.perf_counter()
         X, y, copies = merge_copies(X, y, apart=gap_rows(kernel, X))
         rows = _Rows(X, y, copies, tiled_gradient(kernel))
-        if self.solver_for(rows.n, rows.d, kernel) == "cg":
+        if self.solver_for(rows.n, rows.d, rows.rbf) == "cg":
             return _skill_checked(*self._iterative(rows, kernel, deadline, t0))
         return _skill_checked(*self._cholesky(rows, kernel, self.noise, self.noise_floor,
                                               deadline))
