@@ -405,7 +405,7 @@ def _plan_rest(solver: ConjugateGradients, sample: ExactGP, n: int, d: int, rbf:
                 f"the budget leaves no time to refine θ on all {n} rows (about "
                 f"{left:.0f} s left, the posterior's solve estimated at {solve_s:.0f} s); "
                 f"θ is the sample's. {MORE_TIME}", ConvergenceWarning,
-                stacklevel=3)
+                stacklevel=5)  # fit_exact's caller
             refine, planned = 0, None
     each = refine_seconds(n, d, rbf) if refine else 0.0
     refine_s = min(refine * each, planned) if planned is not None else refine * each
@@ -456,7 +456,8 @@ def _held_out_choice(small: ExactGP, result: FitResult, X: torch.Tensor, y: torc
         f"predicted {held.numel()} other rows with NLPD {scores[1]:.3f} against "
         f"{scores[0]:.3f}, so θ comes from the "
         f"{'half sample' if kept is alt else 'whole sample'}. Compare method='sgpr', or "
-        "pass subsample= / noise_floor=", ConvergenceWarning, stacklevel=3)
+        "pass subsample= / noise_floor=", ConvergenceWarning,
+        stacklevel=6)  # fit_exact's caller
     return kept
 
 
@@ -474,7 +475,8 @@ def _smooth_start(small: ExactGP, result: FitResult, keep: torch.Tensor, refit) 
         f"the exact GP's hyperparameter fit on a sample of {keep.numel()} rows ended with "
         "the noise at or near its floor (an interpolating optimum?); the refinement on "
         f"every row starts instead from a fit on half the sample with the noise above "
-        f"{ALTERNATIVE_FLOOR:g} x var(y)", ConvergenceWarning, stacklevel=3)
+        f"{ALTERNATIVE_FLOOR:g} x var(y)", ConvergenceWarning,
+        stacklevel=6)  # fit_exact's caller
     return alt
 
 
