@@ -68,11 +68,10 @@ class ExactFit:
     """The exact GP's fit (:func:`fit_exact`, whose docstring says what each option
     does): its options, typed and checked once, and its stages. :meth:`solver_for` makes
     the Cholesky-or-CG choice on the rows the fit uses (copies merged; :meth:`solver_on`
-    counts them for whoever asks before the fit: ``method="auto"`` and the kernel
-    choice); :meth:`fit` runs
-    the Cholesky fit, or on the CG path the fit on a row sample, the refinement on every
-    row and the posterior's solve, all within one :class:`~gpscale.deadline.Deadline`
-    that starts when :meth:`fit` does."""
+    counts them for whoever asks before the fit: the kernel choice, ``method="auto"``).
+    :meth:`fit` runs the Cholesky fit, or on the CG path the fit on a row sample, the
+    refinement on every row and the posterior's solve, all within one
+    :class:`~gpscale.deadline.Deadline` that starts when :meth:`fit` does."""
 
     noise: float = 0.1
     mean: str = "zero"
@@ -104,7 +103,7 @@ class ExactFit:
 
     def __post_init__(self) -> None:
         # the options every path reads; the CG path's own are checked where it starts
-        # (:meth:`_cg_options`), so a Cholesky fit ignores them as it always has
+        # (:meth:`_cg_options`), so a Cholesky fit ignores them
         self.seed = None if self.seed is None else check_int("seed", self.seed, 0)
         if self.init not in ("auto", "given"):
             raise ValueError(f"init must be 'auto' or 'given', got {self.init!r}")
@@ -134,8 +133,9 @@ class ExactFit:
         the tiled contraction, the later one."""
         d, rbf = int(X.shape[1]), kernel is not None and tiled_gradient(kernel)
         solver = self.solver_for(int(X.shape[0]), d, rbf)
-        if solver == "cg" and self.solver == "auto":  # fewer rows never leave Cholesky, so
-            # only a switch on every row needs the distinct ones counted
+        # the switch comes with more rows: where every row stays on Cholesky the
+        # distinct ones do too, so they are counted only where every row would switch
+        if solver == "cg" and self.solver == "auto":
             apart = None if kernel is None else gap_rows(kernel, X)
             n = int(merge_copies(X, X.new_zeros(X.shape[0]), apart=apart)[0].shape[0])
             solver = self.solver_for(n, d, rbf)
