@@ -279,3 +279,41 @@ def test_a_constant_column_does_not_change_the_exact_fit():
     const = gpscale.fit(with_c, y, **opts).predict(test_c, return_std=True)
     for a, b in zip(plain, const):
         np.testing.assert_allclose(b, a, rtol=1e-3, atol=1e-3)
+
+
+def test_the_exact_fit_s_options_are_declared_once_on_exact_fit():
+    """fit_exact's signature is ExactFit's fields (what the CLI and ``gpscale methods``
+    read); the options every path reads are checked when the fit object is built, the CG
+    path's only where that path runs."""
+    import dataclasses
+    import inspect
+
+    from gpscale.methods.registry import METHODS
+
+    fields = {f.name: f.default for f in dataclasses.fields(exact_method.ExactFit)}
+    params = list(inspect.signature(exact_method.fit_exact).parameters.values())
+    assert [p.name for p in params[:3]] == ["X", "y", "kernel"]
+    assert {p.name: p.default for p in params[3:]} == fields
+    assert set(METHODS["exact"].options) == set(fields) - {"client"}
+    assert set(exact_method.ExactFit.CG_OPTIONS) < set(fields)
+    for bad in ({"max_iter": 0}, {"init": "random"}, {"solver": "lu"}, {"noise": -1.0},
+                {"time_limit": -1.0}, {"dtype": "int64"}):
+        with pytest.raises(ValueError):
+            exact_method.ExactFit(**bad)
+    exact_method.ExactFit(solver="cholesky", refine="never", subsample=1)  # not read
+    with pytest.raises(ValueError, match="subsample"):
+        X = torch.linspace(0, 1, 20, dtype=torch.float64).reshape(-1, 1)
+        exact_method.fit_exact(X, X[:, 0], make_kernel("rbf", 1), solver="cg", subsample=1)
+
+
+def test_the_solver_is_chosen_on_the_rows_the_fit_uses(monkeypatch):
+    """ExactFit.solver_on counts rows as the fit does, repeated inputs merged: rows
+    that are each input twice switch to CG only where the distinct inputs would."""
+    monkeypatch.setattr(exact_method, "too_large", lambda n, d, dtype, rbf: n > 100)
+    X = torch.rand(80, 2, dtype=torch.float64)
+    twice = torch.cat([X, X])
+    fit = exact_method.ExactFit()
+    assert fit.solver_on(twice) == "cholesky"
+    assert fit.solver_on(torch.rand(160, 2, dtype=torch.float64)) == "cg"
+    assert exact_method.ExactFit(solver="cg").solver_on(X) == "cg"
+    assert exact_method.ExactFit(solver="cholesky").solver_on(twice) == "cholesky"

@@ -176,11 +176,13 @@ def test_a_model_with_gap_variance_saves_and_loads(gapped_fit, tmp_path):
 def test_gapped_rows_count_one_each_in_the_solver_decision(monkeypatch):
     """Rows with a gap are never merged, so a fit whose merged rows would fit a Cholesky
     can need CG once they are counted one each: the gaps are then not modelled."""
-    import gpscale.methods.kernel_choice as kc
+    import gpscale.methods.exact as exact
 
     seen = []
-    monkeypatch.setattr(kc, "too_large", lambda n, *a, **k: seen.append(n) or n > 100)
-    X = torch.zeros(kc.GUARD_MIN_N + 50, 2, dtype=torch.float64)  # one input, many copies
-    X[: kc.GUARD_MIN_N // 2, 1] = 1.0  # half of them with a gap
+    monkeypatch.setattr(exact, "too_large", lambda n, *a, **k: seen.append(n) or n > 100)
+    X = torch.zeros(2000, 2, dtype=torch.float64)  # one input, many copies
+    X[:1000, 1] = 1.0  # half of them with a gap
     assert modelled_gaps(get_method("exact"), {}, X, [1]) == ()
-    assert seen == [1 + kc.GUARD_MIN_N // 2]
+    assert seen[-1] == 1 + 1000  # the copies merged, the gapped rows one each
+    X[:, 1] = 0.0
+    assert modelled_gaps(get_method("exact"), {}, X, [1]) == (1,)  # 2000 copies of one row

@@ -75,8 +75,8 @@ from .cost import (
     sgpr_passes_bytes,
     sgpr_passes_seconds,
     sgpr_seconds,
-    too_large,
 )
+from .exact import ExactFit
 from .kernel_choice import CANDIDATES, sample_size
 
 __all__ = ["Choice", "choose_method", "DEFAULT_BUDGET", "time_allowance"]
@@ -196,12 +196,12 @@ def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
 def _iterative_choice(n: int, d: int, kernel: Kernel, budget: float | None,
                       dtype: torch.dtype, why_not_exact: str, reserve: float = 0.0
                       ) -> Choice | None:
-    """The exact GP on every row when its fit switches to the iterative path
-    (:func:`~gpscale.methods.cost.too_large`), the kernel has tiled products and the
-    cost model, plus ``reserve`` seconds (the kernel's choice), fits the budget (or
-    :data:`ITERATIVE_SECONDS`); else None."""
+    """The exact GP on every row when its fit switches to the iterative path (as the
+    fit decides, :meth:`~gpscale.methods.exact.ExactFit.solver_for`), the kernel has
+    tiled products and the cost model, plus ``reserve`` seconds (the kernel's choice),
+    fits the budget (or :data:`ITERATIVE_SECONDS`); else None."""
     rbf = tiled_gradient(kernel)
-    if kernel.tiled_form() is None or not too_large(n, d, dtype, rbf):
+    if kernel.tiled_form() is None or ExactFit(dtype=dtype).solver_for(n, d, rbf) != "cg":
         return None
     avail = available_memory()
     if avail is not None and PRECOND_BYTES > 0.5 * avail:  # the preconditioner's factor

@@ -1,20 +1,21 @@
 """``exact``: the exact GP, ML-II (marginal likelihood) or MAP-II (with hyperparameter
 priors) by L-BFGS — the baseline every paper measures against.
 
-The adapter checks its arguments, builds the model and runs the start policy of
-:func:`gpscale.train.starts.fit_from_sqrt_d`; past the Cholesky limit it fits θ on a row
-sample, refines it on every row and solves the posterior by CG. Its cost model, which
-picks the solver, is in :mod:`gpscale.methods.cost`."""
+:func:`fit_exact`, the registered method, builds an :class:`ExactFit` (its options,
+checked) and runs it: the start policy of :func:`gpscale.train.starts.fit_from_sqrt_d`
+on every row or, past the Cholesky limit, θ fitted on a row sample, refined on every row
+and the posterior solved by CG. Its cost model, which picks the solver
+(:meth:`ExactFit.solver_for`), is in :mod:`gpscale.methods.cost`."""
 
 from __future__ import annotations
 
 import copy
-import functools
 import math
 import time
 import warnings
 from collections.abc import Mapping
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import torch
 
@@ -42,6 +43,7 @@ from .cost import (
     solve_seconds,
     too_large,
 )
+from .options import takes_options
 from .registry import register
 
 #: default noise floor of ``fit_exact``, relative to the variance of y (GPyTorch's and
@@ -61,22 +63,255 @@ SOLVERS = ("auto", "cholesky", "cg")
 SOLVE_MARGIN = 2.0
 
 
+@dataclass
+class ExactFit:
+    """The exact GP's fit (:func:`fit_exact`, whose docstring says what each option
+    does): its options, typed and checked once, and its stages. :meth:`solver_for` makes
+    the Cholesky-or-CG choice on the rows the fit uses (copies merged; :meth:`solver_on`
+    counts them for whoever asks before the fit: the kernel choice, ``method="auto"``).
+    :meth:`fit` runs the Cholesky fit, or on the CG path the fit on a row sample, the
+    refinement on every row and the posterior's solve, all within one
+    :class:`~gpscale.deadline.Deadline` that starts when :meth:`fit` does."""
+
+    noise: float = 0.1
+    mean: str = "zero"
+    max_iter: int = 200
+    restarts: int = 0
+    seed: int | None = None
+    progress: bool = False
+    device: torch.device | str | None = None
+    dtype: torch.dtype | str = torch.float64
+    prior: None | str | Mapping[str, Prior] = None
+    tol: float | None = 1e-4
+    patience: int = 3
+    init: str = "auto"
+    restart_iter: int = 5
+    noise_floor: float = NOISE_FLOOR
+    solver: str = "auto"
+    subsample: int | None = None
+    cg_tol: float = 1e-3
+    precond_rank: int | None = None
+    block_dtype: str | None = None
+    refine: int | str = "auto"
+    probes: int = PROBES
+    client: Any = None
+    time_limit: float | None = None
+
+    #: the options only the CG path reads: a fit by Cholesky ignores them
+    CG_OPTIONS: ClassVar[tuple[str, ...]] = ("subsample", "cg_tol", "precond_rank",
+                                             "block_dtype", "refine", "probes")
+
+    def __post_init__(self) -> None:
+        # the options every path reads; the CG path's own are checked where it starts
+        # (:meth:`_cg_options`), so a Cholesky fit ignores them
+        self.seed = None if self.seed is None else check_int("seed", self.seed, 0)
+        if self.init not in ("auto", "given"):
+            raise ValueError(f"init must be 'auto' or 'given', got {self.init!r}")
+        if self.solver not in SOLVERS:
+            raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
+        self.dtype = as_dtype(self.dtype)
+        if self.time_limit is not None:
+            Deadline(self.time_limit)  # a ValueError for a negative or NaN one
+        for name, low in (("max_iter", 1), ("restarts", 0), ("patience", 1),
+                          ("restart_iter", 1)):
+            setattr(self, name, check_int(name, getattr(self, name), low))
+        self.noise_floor = check_positive("noise_floor", self.noise_floor)
+        self.noise = check_positive("noise", self.noise)
+
+    def solver_for(self, n: int, d: int, rbf: bool) -> str:
+        """``"cholesky"`` or ``"cg"`` for n distinct rows of d columns: the ``solver``
+        given, or for ``"auto"`` the cost model's (:func:`~gpscale.methods.cost.too_large`;
+        ``rbf``: the kernel's gradient is the tiled contraction)."""
+        if self.solver != "auto":
+            return self.solver
+        return "cg" if too_large(n, d, self.dtype, rbf) else "cholesky"
+
+    def solver_on(self, X: torch.Tensor, kernel: Kernel | None = None) -> str:
+        """:meth:`solver_for` on the rows a fit on X would use: its repeated inputs merged
+        (:func:`~gpscale.models.copies.merge_copies`, the rows of ``kernel``'s gap terms
+        apart). ``kernel`` None: whatever the family, so the switch of a kernel without
+        the tiled contraction, the later one."""
+        d, rbf = int(X.shape[1]), kernel is not None and tiled_gradient(kernel)
+        solver = self.solver_for(int(X.shape[0]), d, rbf)
+        # the switch comes with more rows: where every row stays on Cholesky the
+        # distinct ones do too, so they are counted only where every row would switch
+        if solver == "cg" and self.solver == "auto":
+            apart = None if kernel is None else gap_rows(kernel, X)
+            n = int(merge_copies(X, X.new_zeros(X.shape[0]), apart=apart)[0].shape[0])
+            solver = self.solver_for(n, d, rbf)
+        return solver
+
+    def fit(self, X: torch.Tensor, y: torch.Tensor, kernel: Kernel
+            ) -> tuple[ExactGP, FitResult]:
+        """Fit on (X, y) with ``kernel`` (trained in place), its skill checked
+        (:func:`_skill_checked`)."""
+        deadline = Deadline.of(self.time_limit)
+        t0 = time.perf_counter()
+        X, y, copies = merge_copies(X, y, apart=gap_rows(kernel, X))
+        rows = _Rows(X, y, copies, tiled_gradient(kernel))
+        if self.solver_for(rows.n, rows.d, rows.rbf) == "cg":
+            return _skill_checked(*self._iterative(rows, kernel, deadline, t0))
+        return _skill_checked(*self._cholesky(rows, kernel, self.noise, self.noise_floor,
+                                              deadline))
+
+    @property
+    def _seed(self) -> int:
+        """The seed of the CG path's sample, probes and preconditioner."""
+        return 0 if self.seed is None else self.seed
+
+    def _cholesky(self, rows: _Rows, kernel: Kernel, noise: float, noise_floor: float,
+                  deadline: Deadline | None) -> tuple[ExactGP, FitResult]:
+        """The Cholesky fit on ``rows`` (every row, or the CG path's sample), after the
+        size guard; the search stops at ``deadline`` (and warns)."""
+        size_guard(rows.n, rows.d, self.dtype)
+        floor = _noise_floor(noise_floor, rows.y, rows.copies)
+        if not noise > floor:
+            raise ValueError(f"noise={noise:g} is not above the noise floor {floor:g} "
+                             f"(noise_floor={noise_floor:g} x var(y)); pass a larger noise "
+                             "or a smaller noise_floor")
+        model = ExactGP(kernel, rows.X, rows.y, noise=noise, mean=self.mean, dtype=self.dtype,
+                        device=self.device, noise_floor=floor, copies=rows.copies)
+        penalty = resolve_priors(model, self.prior, d=rows.d)
+        objective = (lambda: model.nlml() + penalty()) if penalty else model.nlml
+        options = dict(max_iter=self.max_iter, restarts=self.restarts, seed=self.seed,
+                       progress=self.progress, method="exact", tol=self.tol,
+                       patience=self.patience, restart_iter=self.restart_iter,
+                       deadline=deadline)
+        result = fit_from_sqrt_d(model, lambda: fit_lbfgs(model, objective, **options),
+                                 self.init)
+        return model, warn_if_out_of_time(result, f"the hyperparameter search on {model.n} rows")
+
+    def _cg_options(self, rows: _Rows) -> tuple[int, int, float | None, ConjugateGradients]:
+        """The CG path's options, checked: the sample's size, the refinement's gradient
+        evaluations and the time planned for them (``refine="auto"``: as many as fit in
+        :data:`~gpscale.methods.cost.REFINE_SECONDS`, kept to), and the solver."""
+        sample = sample_size(rows.n) if self.subsample is None else \
+            check_int("subsample", self.subsample, 2)
+        refine, planned = self.refine, None
+        if refine == "auto":
+            refine, planned = refine_evaluations(rows.n, rows.d, rows.rbf), REFINE_SECONDS
+        elif isinstance(refine, str):
+            raise ValueError(f"refine must be 'auto' or an integer >= 0, got {refine!r}")
+        refine = check_int("refine", refine, 0)
+        check_int("probes", self.probes, 1)
+        given = {k: v for k, v in (("precond_rank", self.precond_rank),
+                                   ("block_dtype", self.block_dtype)) if v is not None}
+        solver = ConjugateGradients(tol=check_positive("cg_tol", self.cg_tol), seed=self._seed,
+                                    client=self.client, **given)
+        return sample, refine, planned, solver
+
+    def _iterative(self, rows: _Rows, kernel: Kernel, deadline: Deadline | None, t0: float
+                   ) -> tuple[ExactGP, FitResult]:
+        """The CG path: θ on a row sample (:meth:`_fit_sample`), refined on every row
+        (:meth:`_refine`), the posterior solved by CG; the stages after the sample's fit
+        planned within the time left (:func:`_plan_rest`)."""
+        sample, refine, planned, solver = self._cg_options(rows)
+        keep = sample_rows(rows.n, min(sample, rows.n), self._seed, rows.X.device)
+        refine = refine if rows.n > len(keep) else 0  # a sample of every row: ML-II already
+        small, result, user_floor, start = self._fit_sample(rows, keep, kernel, refine,
+                                                            deadline)
+        plan = _plan_rest(solver, small, rows.n, rows.d, rows.rbf, refine, planned, deadline)
+        refine, planned = plan["refine"], plan["refine_allowance_s"]
+        result.history.append({"phase": "plan", "seconds": time.perf_counter() - t0, **plan})
+        progress_note(self.progress,
+                      _plan_line(plan, len(keep), rows.n, time.perf_counter() - t0))
+        model = small.with_solver(solver, rows.X, rows.y, copies=rows.copies,
+                                  noise_floor=user_floor if refine else None)
+        x0 = self._refine(model, result, rows, refine, planned, start) if refine else None
+        info = model.solve(x0=x0, progress=self.progress, deadline=deadline)
+        result.history.append({"phase": "all rows", **info})
+        result.wall_s += info["seconds"]
+        return model, result
+
+    def _fit_sample(self, rows: _Rows, keep: torch.Tensor, kernel: Kernel, refine: int,
+                    deadline: Deadline | None
+                    ) -> tuple[ExactGP, FitResult, float, str]:
+        """θ by the Cholesky fit on the sample ``keep``, stopping in time to leave the
+        posterior's solve :data:`SOLVE_MARGIN` times its estimate. Where it ends with the
+        noise near its floor, the start of the refinement (:func:`_smooth_start`) or θ
+        (:func:`_held_out_choice`) comes from a fit on half the sample instead. Returns
+        the model, the sample's FitResult, the user's noise floor on the sample and which
+        sample θ came from."""
+        given_kernel = copy.deepcopy(kernel)  # the sample's fit trains the kernel it is given
+        early = None if deadline is None else \
+            deadline.sooner(deadline.left() - SOLVE_MARGIN * solve_seconds(rows.n, rows.d))
+
+        def sample_fit(idx: torch.Tensor, k: Kernel, floor: float, noise: float
+                       ) -> tuple[ExactGP, FitResult]:
+            fit = self._cholesky(rows.subset(idx), k, noise, floor, early)
+            if fit[1].reason == "interrupted":  # Ctrl-C: stop before the work on every row
+                raise KeyboardInterrupt
+            return fit
+
+        small, result = sample_fit(keep, kernel, self.noise_floor, self.noise)
+        sampled, user_floor = small, ExactGP.noise.floor_of(small)
+        if _near_floor(small) and rows.n > len(keep) and result.reason != OUT_OF_TIME:
+            floor = max(self.noise_floor, ALTERNATIVE_FLOOR)
+            start = max(self.noise, 10 * _noise_floor(floor, rows.y, rows.copies))
+            refit = lambda idx: sample_fit(idx, given_kernel, floor, start)  # noqa: E731
+            small = _smooth_start(small, result, keep, refit) if refine \
+                else _held_out_choice(small, result, rows.X, rows.y, rows.copies, keep, refit,
+                                      self._seed)
+        return small, result, user_floor, "half sample" if small is not sampled else "sample"
+
+    def _refine(self, model: ExactGP, result: FitResult, rows: _Rows, refine: int,
+                planned: float | None, start: str) -> torch.Tensor:
+        """At most ``refine`` stochastic gradient evaluations of the NLML on every row
+        (:func:`~gpscale.train.exact_refine.refine_on_rows`) within ``planned`` seconds,
+        recorded in ``result``; returns the weights they leave, CG's start."""
+        with progress_bar(self.progress, total=refine, unit="eval",
+                          desc=f"refining θ on {rows.n} rows") as bar:
+            steps = refine_on_rows(model, refine, probes=self.probes, seed=self._seed,
+                                   callback=lambda evaluation, info: bar.update(),
+                                   time_limit=planned,  # a step may run past it by
+                                   grace=refine_seconds(rows.n, rows.d, rows.rbf))
+        if steps.reason.startswith(OUT_OF_TIME):
+            warnings.warn(
+                f"the refinement of θ on every row stopped at its planned "
+                f"{planned:.3g} s after {steps.n_evals} of {refine} gradient "
+                "evaluations (CG took more iterations than the cost model assumed, or "
+                "the budget left no more time); θ is the last accepted step's",
+                ConvergenceWarning, stacklevel=5)  # fit_exact's caller
+        result.history.extend(steps.history)
+        result.wall_s += steps.wall_s
+        result.theta = steps.theta
+        model.solver.refined = {"evaluations": steps.n_evals, "seconds": steps.wall_s,
+                                "reason": steps.reason, "probes": self.probes,
+                                "start": start}
+        return model.solver.alpha
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """The rows an exact fit uses: repeated inputs merged (``copies``,
+    :mod:`gpscale.models.copies`)."""
+
+    X: torch.Tensor
+    y: torch.Tensor
+    copies: Copies | None
+    #: the kernel's gradient is the tiled contraction (:func:`tiled_gradient`): the cost
+    #: model's rate for the refinement
+    rbf: bool
+
+    @property
+    def n(self) -> int:
+        return int(self.X.shape[0])
+
+    @property
+    def d(self) -> int:
+        return int(self.X.shape[1])
+
+    def subset(self, idx: torch.Tensor) -> _Rows:
+        return _Rows(self.X[idx], self.y[idx],
+                     None if self.copies is None else self.copies.subset(idx), self.rbf)
+
+
 @register("exact", "exact GP, ML-II (or MAP-II with prior=) by L-BFGS: the reference; "
           "Cholesky up to a few thousand rows, beyond that θ from a row sample and the "
           "posterior on every row by preconditioned CG (solver=)", cluster=True,
           chooses_kernel=True, exact=True)
-def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0.1,
-              mean: str = "zero", max_iter: int = 200, restarts: int = 0,
-              seed: int | None = None, progress: bool = False,
-              device: torch.device | str | None = None,
-              dtype: torch.dtype | str = torch.float64,
-              prior: None | str | Mapping[str, Prior] = None,
-              tol: float | None = 1e-4, patience: int = 3, init: str = "auto",
-              restart_iter: int = 5, noise_floor: float = NOISE_FLOOR,
-              solver: str = "auto", subsample: int | None = None, cg_tol: float = 1e-3,
-              precond_rank: int | None = None, block_dtype: str | None = None,
-              refine: int | str = "auto", probes: int = PROBES,
-              client: Any = None, time_limit: float | None = None
+@takes_options(ExactFit)
+def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, **options: Any
               ) -> tuple[ExactGP, FitResult]:
     """Exact GP by L-BFGS (:func:`gpscale.train.fit_lbfgs`); ``noise`` is the initial
     noise variance in the units of y given (standardised ones by default). Rows that
@@ -136,94 +371,7 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, noise: float = 0
     once its residual is within :data:`~gpscale.models.exact_cg.LOOSE_TOL`. Each cut
     is warned, saying what it cost.
     """
-    seed = None if seed is None else check_int("seed", seed, 0)
-    if init not in ("auto", "given"):
-        raise ValueError(f"init must be 'auto' or 'given', got {init!r}")
-    if solver not in SOLVERS:
-        raise ValueError(f"solver must be one of {SOLVERS}, got {solver!r}")
-    dtype = as_dtype(dtype)
-    deadline = Deadline.of(time_limit)  # a ValueError for a negative or NaN one
-    t0 = time.perf_counter()
-    X, y, copies = merge_copies(X, y, apart=gap_rows(kernel, X))
-    n, d = int(X.shape[0]), int(X.shape[1])
-    cholesky = functools.partial(
-        _fit_cholesky, mean=mean, max_iter=max_iter, restarts=restarts, seed=seed,
-        progress=progress, device=device, dtype=dtype, prior=prior, tol=tol,
-        patience=patience, init=init, restart_iter=restart_iter, deadline=deadline)
-    rbf = tiled_gradient(kernel)  # tiled contraction
-    if solver == "auto":
-        solver = "cg" if too_large(n, d, dtype, rbf) else "cholesky"
-    if solver == "cg":
-        rows = sample_size(n) if subsample is None else check_int("subsample", subsample, 2)
-        planned = None  # refine="auto" plans its evaluations within REFINE_SECONDS ...
-        if refine == "auto":
-            refine, planned = refine_evaluations(n, d, rbf), REFINE_SECONDS
-        elif isinstance(refine, str):
-            raise ValueError(f"refine must be 'auto' or an integer >= 0, got {refine!r}")
-        refine = check_int("refine", refine, 0)
-        keep = sample_rows(n, min(rows, n), 0 if seed is None else seed, X.device)
-        refine = refine if n > len(keep) else 0  # a sample of every row: ML-II already
-        given_kernel = copy.deepcopy(kernel)  # fit_exact trains the kernel it is given
-        # the search on the sample leaves the posterior's solve its margin
-        early = None if deadline is None else \
-            deadline.sooner(deadline.left() - SOLVE_MARGIN * solve_seconds(n, d))
-
-        def sample_fit(rows: torch.Tensor, k: Kernel, floor: float, noise: float
-                       ) -> tuple[ExactGP, FitResult]:
-            fit = cholesky(X[rows], y[rows], None if copies is None else copies.subset(rows),
-                           k, noise, floor, deadline=early)
-            if fit[1].reason == "interrupted":  # Ctrl-C: stop before the work on every row
-                raise KeyboardInterrupt
-            return fit
-
-        small, result = sample_fit(keep, kernel, noise_floor, noise)
-        sampled, user_floor = small, ExactGP.noise.floor_of(small)
-        if _near_floor(small) and n > len(keep) and result.reason != OUT_OF_TIME:
-            floor = max(noise_floor, ALTERNATIVE_FLOOR)
-            start = max(noise, 10 * _noise_floor(floor, y, copies))
-            refit = lambda rows: sample_fit(rows, given_kernel, floor, start)  # noqa: E731
-            small = _smooth_start(small, result, keep, refit) if refine \
-                else _held_out_choice(small, result, X, y, copies, keep, refit,
-                                      0 if seed is None else seed)
-        given = {k: v for k, v in (("precond_rank", precond_rank),
-                                   ("block_dtype", block_dtype)) if v is not None}
-        solver_cg = ConjugateGradients(tol=check_positive("cg_tol", cg_tol),
-                                       seed=0 if seed is None else seed, client=client,
-                                       **given)
-        plan = _plan_rest(solver_cg, small, n, d, rbf, refine, planned, deadline)
-        refine, planned = plan["refine"], plan["refine_allowance_s"]
-        result.history.append({"phase": "plan", "seconds": time.perf_counter() - t0, **plan})
-        progress_note(progress, _plan_line(plan, len(keep), n, time.perf_counter() - t0))
-        model = small.with_solver(solver_cg, X, y, copies=copies,
-                                  noise_floor=user_floor if refine else None)
-        x0 = None
-        if refine:
-            with progress_bar(progress, total=refine, unit="eval",
-                              desc=f"refining θ on {n} rows") as bar:
-                steps = refine_on_rows(model, refine, probes=check_int("probes", probes, 1),
-                                       seed=0 if seed is None else seed,
-                                       callback=lambda evaluation, info: bar.update(),
-                                       time_limit=planned,  # ... and keeps to them,
-                                       grace=refine_seconds(n, d, rbf))  # a step's grace
-            if steps.reason.startswith(OUT_OF_TIME):
-                warnings.warn(
-                    f"the refinement of θ on every row stopped at its planned "
-                    f"{planned:.3g} s after {steps.n_evals} of {refine} gradient "
-                    "evaluations (CG took more iterations than the cost model assumed, or "
-                    "the budget left no more time); θ is the last accepted step's",
-                    ConvergenceWarning, stacklevel=2)
-            result.history.extend(steps.history)
-            result.wall_s += steps.wall_s
-            result.theta = steps.theta
-            model.solver.refined = {"evaluations": steps.n_evals, "seconds": steps.wall_s,
-                             "reason": steps.reason, "probes": probes,
-                             "start": "half sample" if small is not sampled else "sample"}
-            x0 = model.solver.alpha
-        info = model.solve(x0=x0, progress=progress, deadline=deadline)
-        result.history.append({"phase": "all rows", **info})
-        result.wall_s += info["seconds"]
-        return _skill_checked(model, result)
-    return _skill_checked(*cholesky(X, y, copies, kernel, noise, noise_floor))
+    return ExactFit(**options).fit(X, y, kernel)
 
 
 def _skill_checked(model: ExactGP, result: FitResult) -> tuple[ExactGP, FitResult]:
@@ -233,39 +381,9 @@ def _skill_checked(model: ExactGP, result: FitResult) -> tuple[ExactGP, FitResul
     if result.reason != "interrupted":
         result.skill = fit_skill(model)
         if result.skill["problem"]:
-            warnings.warn(result.skill["problem"], ConvergenceWarning, stacklevel=4)
+            warnings.warn(result.skill["problem"], ConvergenceWarning,
+                          stacklevel=5)  # the frame fit_exact's caller was called from
     return model, result
-
-
-def _fit_cholesky(X: torch.Tensor, y: torch.Tensor, copies: Copies | None, kernel: Kernel,
-                  noise: float, noise_floor: float, *, mean: str, max_iter: int,
-                  restarts: int, seed: int | None, progress: bool,
-                  device: torch.device | str | None, dtype: torch.dtype,
-                  prior: None | str | Mapping[str, Prior], tol: float | None,
-                  patience: int, init: str, restart_iter: int,
-                  deadline: Deadline | None) -> tuple[ExactGP, FitResult]:
-    """:func:`fit_exact`'s Cholesky path on rows whose repeated inputs are merged
-    (``copies``; :mod:`gpscale.models.copies`), after the size guard; the search stops
-    at ``deadline`` (and warns)."""
-    size_guard(int(X.shape[0]), int(X.shape[1]), dtype)
-    floor = _noise_floor(check_positive("noise_floor", noise_floor), y, copies)
-    noise = check_positive("noise", noise)
-    if not noise > floor:
-        raise ValueError(f"noise={noise:g} is not above the noise floor {floor:g} "
-                         f"(noise_floor={noise_floor:g} x var(y)); pass a larger noise or "
-                         "a smaller noise_floor")
-    model = ExactGP(kernel, X, y, noise=noise, mean=mean, dtype=dtype, device=device,
-                    noise_floor=floor, copies=copies)
-    penalty = resolve_priors(model, prior, d=int(X.shape[1]))
-    objective = (lambda: model.nlml() + penalty()) if penalty else model.nlml
-    options = dict(max_iter=check_int("max_iter", max_iter, 1),
-                   restarts=check_int("restarts", restarts, 0), seed=seed,
-                   progress=progress, method="exact", tol=tol,
-                   patience=check_int("patience", patience, 1),
-                   restart_iter=check_int("restart_iter", restart_iter, 1),
-                   deadline=deadline)
-    result = fit_from_sqrt_d(model, lambda: fit_lbfgs(model, objective, **options), init)
-    return model, warn_if_out_of_time(result, f"the hyperparameter search on {model.n} rows")
 
 
 def _plan_rest(solver: ConjugateGradients, sample: ExactGP, n: int, d: int, rbf: bool,
@@ -287,7 +405,7 @@ def _plan_rest(solver: ConjugateGradients, sample: ExactGP, n: int, d: int, rbf:
                 f"the budget leaves no time to refine θ on all {n} rows (about "
                 f"{left:.0f} s left, the posterior's solve estimated at {solve_s:.0f} s); "
                 f"θ is the sample's. {MORE_TIME}", ConvergenceWarning,
-                stacklevel=3)
+                stacklevel=5)  # fit_exact's caller
             refine, planned = 0, None
     each = refine_seconds(n, d, rbf) if refine else 0.0
     refine_s = min(refine * each, planned) if planned is not None else refine * each
@@ -338,7 +456,8 @@ def _held_out_choice(small: ExactGP, result: FitResult, X: torch.Tensor, y: torc
         f"predicted {held.numel()} other rows with NLPD {scores[1]:.3f} against "
         f"{scores[0]:.3f}, so θ comes from the "
         f"{'half sample' if kept is alt else 'whole sample'}. Compare method='sgpr', or "
-        "pass subsample= / noise_floor=", ConvergenceWarning, stacklevel=3)
+        "pass subsample= / noise_floor=", ConvergenceWarning,
+        stacklevel=6)  # fit_exact's caller
     return kept
 
 
@@ -356,7 +475,8 @@ def _smooth_start(small: ExactGP, result: FitResult, keep: torch.Tensor, refit) 
         f"the exact GP's hyperparameter fit on a sample of {keep.numel()} rows ended with "
         "the noise at or near its floor (an interpolating optimum?); the refinement on "
         f"every row starts instead from a fit on half the sample with the noise above "
-        f"{ALTERNATIVE_FLOOR:g} x var(y)", ConvergenceWarning, stacklevel=3)
+        f"{ALTERNATIVE_FLOOR:g} x var(y)", ConvergenceWarning,
+        stacklevel=6)  # fit_exact's caller
     return alt
 
 

@@ -29,16 +29,15 @@ import numpy as np
 import torch
 
 from ..deadline import Deadline
-from ..kernels import Kernel, make_kernel, with_gaps
-from ..kernels.chunked import tiled_gradient
+from ..kernels import GapVariance, Kernel, make_kernel, with_gaps
 from ..linalg import robust_cholesky
 from ..metrics import nlpd_terms
 from ..models import ExactGP
 from ..models.skill import loo_residuals
 from ..train import FitResult
 from ..train.starts import sample_rows
-from .cost import GUARD_MIN_N, exact_seconds, too_large
-from .exact import fit_exact
+from .cost import exact_seconds
+from .exact import ExactFit, fit_exact
 from .registry import Method
 
 __all__ = ["AUTO_KERNEL", "DEFAULT_KERNEL", "CANDIDATES", "KernelChoice", "choose_kernel",
@@ -199,23 +198,16 @@ def _loo_terms(model: ExactGP) -> np.ndarray:
     return nlpd_terms(model.y.cpu().numpy(), mean.cpu().numpy(), var.cpu().numpy())
 
 
-def _iterative(method: Method, options: dict[str, Any], X: torch.Tensor,
-               apart: torch.Tensor | None = None) -> bool:
+def _iterative(method: Method, options: dict[str, Any], X: torch.Tensor) -> bool:
     """Whether the exact method's fit will take its iterative path (CG) on these rows,
-    whatever family is chosen (the solver switch of the slower, non-RBF contraction),
-    decided as the fit decides it: on the distinct inputs, copies merged, except the
-    rows ``apart`` (a mask), each its own (:func:`~gpscale.models.copies.merge_copies`)."""
-    if not method.exact:
-        return False
-    solver = options.get("solver", "auto")
-    if solver != "auto":
-        return solver == "cg"
-    if X.shape[0] < GUARD_MIN_N:
-        return False
-    rest = X if apart is None else X[~apart]
-    distinct = int(torch.unique(rest, dim=0).shape[0]) + (0 if apart is None
-                                                            else int(apart.sum()))
-    return too_large(distinct, int(X.shape[1]), X.dtype, rbf=False)
+    whatever family is chosen (the solver switch of the slower, non-RBF contraction):
+    the fit's own decision (:meth:`~gpscale.methods.exact.ExactFit.solver_on`)."""
+    return method.exact and _solver_of(options).solver_on(X) == "cg"
+
+
+def _solver_of(options: dict[str, Any]) -> ExactFit:
+    """The exact fit with the options that decide its solver."""
+    return ExactFit(**{k: options[k] for k in ("solver", "dtype") if k in options})
 
 
 def sample_size(budget: float | None, candidates: int = len(CANDIDATES)) -> int:
@@ -231,8 +223,7 @@ def sample_size(budget: float | None, candidates: int = len(CANDIDATES)) -> int:
 
 #: the exact method's options that only its CG solver reads: a candidate fit on a sample
 #: is always by Cholesky
-_CG_OPTIONS = ("solver", "subsample", "cg_tol", "precond_rank", "block_dtype", "refine",
-               "probes")
+_CG_OPTIONS = ("solver", *ExactFit.CG_OPTIONS)
 
 
 @dataclass(frozen=True)
@@ -293,10 +284,8 @@ def kernel_for(method: Method, X: torch.Tensor, y: torch.Tensor, options: dict[s
             "small (benchmarks/results/design-measurements.md)"])))
     picked = fits.get(choice.kernel)
     if own:  # the method's own fit is by Cholesky only where its solver is
-        solver = options.get("solver", "auto")
-        own = solver == "cholesky" or solver == "auto" and not too_large(
-            int(X.shape[0]), d, X.dtype,
-            tiled_gradient(with_gaps(make_kernel(choice.kernel, d), gaps)))
+        own = _solver_of(options).solver_on(
+            X, with_gaps(make_kernel(choice.kernel, d), gaps)) == "cholesky"
     stopped = picked is not None and picked.result.reason == "interrupted"
     if picked is not None and (own or stopped):  # the method's own fit, or Ctrl-C's
         for w in picked.warned:
@@ -314,7 +303,7 @@ def modelled_gaps(method: Method, options: dict[str, Any], X: torch.Tensor,
     white term has not; they keep the indicator columns alone)."""
     if not gaps or not method.exact:
         return ()
-    apart = (X[:, list(gaps)] != 0).any(dim=1)  # the rows the fit will not merge
-    if _iterative(method, options, X, apart):
+    # asked with the gap term alone: its rows kept apart, no tiled contraction
+    if _solver_of(options).solver_on(X, GapVariance(list(gaps))) == "cg":
         return ()
     return tuple(int(c) for c in gaps)

@@ -4,13 +4,32 @@ the type of the method's own keyword default."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import inspect
+from collections.abc import Callable
 from typing import Any
 
 from ..validation import as_dtype, check_device
 from .registry import METHODS, Method
 
-__all__ = ["option_defaults", "parse_option", "placement_options"]
+__all__ = ["option_defaults", "parse_option", "placement_options", "takes_options"]
+
+
+def takes_options(options: type) -> Callable[[Callable], Callable]:
+    """Decorator of a fit function ``fit_fn(X, y, kernel, **options)`` whose options are
+    the fields of the dataclass ``options``: its signature lists them, keyword-only, with
+    their defaults, so that the registry, the CLI and ``gpscale methods`` read them as
+    they read any fit function's (:func:`option_defaults`)."""
+
+    def deco(fit_fn: Callable) -> Callable:
+        head = list(inspect.signature(fit_fn).parameters.values())[:3]  # X, y, kernel
+        fields = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                                    annotation=f.type)
+                  for f in dataclasses.fields(options) if f.init]
+        fit_fn.__signature__ = inspect.signature(fit_fn).replace(parameters=head + fields)
+        return fit_fn
+
+    return deco
 
 
 def option_defaults(method: Method) -> dict[str, Any]:
