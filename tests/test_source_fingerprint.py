@@ -81,7 +81,8 @@ def test_rff_fit_refuses_a_file_replaced_after_the_source_was_opened(tmp_path):
 
 def test_csv_file_appended_to_between_passes_is_refused(tmp_path):
     path = tmp_path / "rows.csv"
-    path.write_text("a,b,y\n" + "".join(f"{i},{i % 7},{i * 0.5}\n" for i in range(100)))
+    # a: not a row counter, which the survey would refuse as an id
+    path.write_text("a,b,y\n" + "".join(f"{i % 13},{i % 7},{i * 0.5}\n" for i in range(100)))
     src = open_source(str(path), target="y")
     assert _one_pass(src) == 100
     with open(path, "a") as f:
