@@ -37,6 +37,9 @@ def test_the_term_is_white_on_the_same_rows_and_zero_between_others():
     torch.testing.assert_close(k(X[5:20], X[5:20]), expected[5:20, 5:20], rtol=1e-12, atol=0)
     assert not k(X, X.clone()).any()  # other rows with equal values: not the same rows
     assert not k(X[:10], X[10:20]).any()
+    # blocks of one tensor's rows, of other sizes and overlapping: the rows they share
+    torch.testing.assert_close(k(X[5:20], X[10:40]), expected[5:20, 10:40], rtol=1e-12, atol=0)
+    torch.testing.assert_close(k(X[10:40], X), expected[10:40], rtol=1e-12, atol=0)
     torch.testing.assert_close(k.diag(X), torch.diagonal(expected), rtol=1e-12, atol=0)
 
 
@@ -51,6 +54,20 @@ def test_its_gradient_contraction_is_autograd_s():
     assert float(value) == pytest.approx(float((G * K.detach()).sum()), rel=1e-12)
     grads, value = k.vjp(X, X.clone(), G)
     assert float(value) == 0 and not grads[k.raw_variance].any()
+    # a block against the whole: the contraction of that block of K
+    grads, value = k.vjp(X[5:25], X, G[5:25])
+    (auto,) = torch.autograd.grad((G[5:25] * k(X)[5:25]).sum(), [k.raw_variance])
+    torch.testing.assert_close(grads[k.raw_variance], auto, rtol=1e-12, atol=1e-14)
+
+
+def test_a_blocked_product_is_the_dense_one():
+    from gpscale.kernels import kernel_matmul
+
+    X = _gapped(50)
+    k = with_gaps(make_kernel("rbf-ard", 4), [2, 3])
+    V = torch.randn(50, 3, dtype=torch.float64, generator=torch.Generator().manual_seed(2))
+    torch.testing.assert_close(kernel_matmul(k, X, X, V, block=7), k(X) @ V,
+                               rtol=1e-12, atol=1e-12)
 
 
 def test_the_exact_nlml_is_the_dense_gaussian_s_with_the_gap_variance_on_the_diagonal():

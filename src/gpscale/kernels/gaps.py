@@ -16,8 +16,8 @@ still leaves the gapped rows' too narrow (issue 59: noise std 0.10 read as 0.35,
 one learned variance s_c² per column, added to the stationary kernel. It is zero
 between distinct rows, so it is "white" like the noise, but it is part of f: a new row
 with the same gap gets s_c² in its predictive variance. "The same row" is the same
-tensor rows: ``kernel(X)``, or both arguments views of the same memory with the same
-shape (the diagonal blocks of a blocked product); as scikit-learn's ``WhiteKernel``,
+tensor rows: ``kernel(X)``, or rows where both arguments are views of one tensor's rows
+(the blocks of a blocked product, which may overlap); as scikit-learn's ``WhiteKernel``,
 ``kernel(X, X.clone())`` is zero. Two rows with one gap and equal other values are
 therefore not copies of one input (:func:`gap_rows`, which the exact GP's merge of
 copies leaves apart): each has its own value behind the gap.
@@ -39,11 +39,24 @@ from .base import Kernel
 __all__ = ["GapVariance", "with_gaps", "gap_rows"]
 
 
-def _same_rows(X1: torch.Tensor, X2: torch.Tensor | None) -> bool:
+def _shared_rows(X1: torch.Tensor, X2: torch.Tensor | None
+                 ) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """The rows (i, j) where row i of X1 is row j of X2 in memory — both views of one
+    tensor's rows, as in the blocks of a blocked product, overlapping or not — as two
+    index tensors; None when they share none."""
+    n1 = X1.shape[0]
     if X2 is None or X2 is X1:
-        return True
-    return (X1.shape == X2.shape and X1.data_ptr() == X2.data_ptr()
-            and X1.stride() == X2.stride() and X1.device == X2.device)
+        rows = torch.arange(n1, device=X1.device)
+        return rows, rows
+    if not (X1.device == X2.device and X1.dtype == X2.dtype and X1.shape[1:] == X2.shape[1:]
+            and X1.stride() == X2.stride() and X1.stride(0) > 0
+            and X1.untyped_storage().data_ptr() == X2.untyped_storage().data_ptr()):
+        return None
+    shift, rest = divmod(X1.storage_offset() - X2.storage_offset(), X1.stride(0))
+    if rest:
+        return None
+    rows = torch.arange(max(0, -shift), min(n1, X2.shape[0] - shift), device=X1.device)
+    return (rows, rows + shift) if len(rows) else None
 
 
 class GapVariance(Kernel):
@@ -70,22 +83,29 @@ class GapVariance(Kernel):
         return X[:, self.active_dims] @ self.variance.to(X)
 
     def forward(self, X1: torch.Tensor, X2: torch.Tensor | None = None) -> torch.Tensor:
-        if not _same_rows(X1, X2):
-            return X1.new_zeros(X1.shape[0], X2.shape[0])
-        return torch.diag_embed(self._marks(X1))
+        if X2 is None or X2 is X1:
+            return torch.diag_embed(self._marks(X1))
+        K = X1.new_zeros(X1.shape[0], X2.shape[0])
+        shared = _shared_rows(X1, X2)
+        if shared is not None:
+            i, j = shared
+            K = K.index_put((i, j), self._marks(X1[i]))
+        return K
 
     def diag(self, X: torch.Tensor) -> torch.Tensor:
         return self._marks(X)
 
     def vjp(self, X1, X2, G):  # noqa: D102 - see Kernel.vjp; O(n), not the n x n matrix
-        if not _same_rows(X1, X2):
+        shared = _shared_rows(X1, X2)
+        if shared is None:
             return ({self.raw_variance: torch.zeros_like(self.raw_variance)}
                     if self.raw_variance.requires_grad else {}), G.new_zeros(())
-        g = torch.diagonal(G)
-        per_column = g @ X1[:, self.active_dims].to(g)
+        i, j = shared
+        g, rows = G[i, j], X1[i]
+        per_column = g @ rows[:, self.active_dims].to(g)
         out = ({self.raw_variance: type(self).variance.raw_grad(self, per_column)}
                if self.raw_variance.requires_grad else {})
-        return out, g @ self._marks(X1).detach().to(g)
+        return out, g @ self._marks(rows).detach().to(g)
 
 
 def gap_rows(kernel: Kernel, X: torch.Tensor) -> torch.Tensor | None:
