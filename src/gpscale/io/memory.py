@@ -31,7 +31,6 @@ def as_float_array(a: Any, name: str) -> np.ndarray:
                          ) from None
 
 
-
 @dataclass(eq=False, repr=False)
 class ArrayPartition(Partition):
     """Rows of X (m, d) and y (m,) or None; ``checked``: already known to be finite."""
