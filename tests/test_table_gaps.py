@@ -44,7 +44,8 @@ def test_completions_fill_each_gap_from_the_nearest_reference_rows():
         block = filled[5 * j:5 * (j + 1)]
         donors = reference[_nearest_by_brute_force(X[i], reference, 5)]
         gap = np.isnan(X[i])
-        np.testing.assert_array_equal(block[:, ~gap], np.broadcast_to(X[i, ~gap], (5, (~gap).sum())))
+        np.testing.assert_array_equal(block[:, ~gap],
+                                      np.broadcast_to(X[i, ~gap], (5, (~gap).sum())))
         np.testing.assert_array_equal(block[:, gap], donors[:, gap])
     assert completions(X[[1, 4]], reference)[0].shape == (0, 4)  # nothing to fill
 

@@ -20,8 +20,13 @@ from .io.scaling import OWN_UNITS_ADVICE, rows_scaler, scaled_in_memory, with_co
 from .kernels import Kernel, with_gaps
 from .methods import METHODS, Method, get_method, register_method
 from .methods.auto import Choice
-from .methods.kernel_choice import (AUTO_KERNEL, DEFAULT_KERNEL, KernelChoice, kernel_for,
-                                    modelled_gaps)
+from .methods.kernel_choice import (
+    AUTO_KERNEL,
+    DEFAULT_KERNEL,
+    KernelChoice,
+    kernel_for,
+    modelled_gaps,
+)
 from .methods.skill_check import check_skill
 from .parallel.cluster import connect
 from .plan import Plan, make_plan, survey_cluster

@@ -32,8 +32,8 @@ class ADMMOptions:
     constrained units, as in the paper), Δθ = θ^η − θ^(η−window): the change over the
     last ``window`` iterations (rounds, for consensus); ``window=1`` (default) is
     Algorithm 1's test; ``eps=0``: no such test, ``max_iter`` iterations (the authors'
-    code, and Fig. 2's 100-iteration runs). res_tol: additionally require the relative constraint residual
-    ‖Cz − y_T‖/‖y_T‖ below it (None: the paper's rule only).
+    code, and Fig. 2's 100-iteration runs). res_tol: additionally require the relative
+    constraint residual ‖Cz − y_T‖/‖y_T‖ below it (None: the paper's rule only).
     direction: the θ-step's direction. "coordinate" (the paper, eq. 12 with §5.3's
     coordinate descent; :class:`~gpscale.train.admm.coordinate.CoordinateThetaStep`):
     one coordinate of θ at a time in its own units, step by ``line_search``
