@@ -28,8 +28,9 @@ not of the inner solver. The paper's ρ = 5 and ε = 1e-2 therefore stop early, 
 z-step CG to convergence, λ⁰ = 1; their Fig. 2 shows θ still descending at iteration
 100, which is why the ``paper`` preset drops the ε test). Two options, off by default
 (paper): ``adaptive_rho`` (residual balancing, which lowers ρ to where the primal and
-dual residuals balance) and ``lam_init="adjoint"`` (λ⁰ = the multiplier that makes ∇_θ L_ρ the exact CV gradient at
-the start; λ⁰ = 1 pulls θ away in the first iterations, and makes small ρ unstable).
+dual residuals balance) and ``lam_init="adjoint"`` (λ⁰ = the multiplier that makes
+∇_θ L_ρ the exact CV gradient at the start; λ⁰ = 1 pulls θ away in the first
+iterations, and makes small ρ unstable).
 With both, the paper's θ-step gets much closer to the CV optimum in the same number of
 iterations; ``coupling="tangent"`` removes the pinning instead. The variants side by
 side on kin40k: benchmarks/results/admm-quality.md.
