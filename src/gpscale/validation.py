@@ -22,10 +22,27 @@ def by_name(frame: Any) -> str:
             f"target='y'); text, category and date columns are then encoded")
 
 
+def mark_checked(T: torch.Tensor) -> torch.Tensor:
+    """``T`` (a finite tensor) marked as checked: :func:`as_matrix` and
+    :func:`as_vector` take it as it is, without another pass over its values, until it
+    is modified in place (its version counter moves). Returns ``T``."""
+    T._gpscale_checked = T._version
+    return T
+
+
+def _is_checked(T: torch.Tensor) -> bool:
+    return getattr(T, "_gpscale_checked", None) == T._version and not T.requires_grad
+
+
 def as_matrix(
     X, name: str = "X", dtype: torch.dtype = torch.float64, device=None
 ) -> torch.Tensor:
-    """X as a finite (n, d) tensor; raises ValueError naming ``name`` otherwise."""
+    """X as a finite (n, d) tensor; raises ValueError naming ``name`` otherwise. A tensor
+    already checked (:func:`mark_checked`) of the asked dtype and device is returned
+    as it is: the rows are checked once on their way to the model."""
+    if isinstance(X, torch.Tensor) and _is_checked(X) and X.ndim == 2 and X.dtype == dtype \
+            and (device is None or X.device == torch.device(device)):
+        return X
     if isinstance(X, torch.Tensor):
         T = X.detach().to(dtype=dtype, device=device)
     else:
@@ -45,11 +62,15 @@ def as_matrix(
     if T.shape[0] == 0 or T.shape[1] == 0:
         raise ValueError(f"{name} is empty (shape {tuple(T.shape)}); give at least one row")
     _check_finite(T, name)
-    return T
+    return mark_checked(T)
 
 
 def as_vector(y, name: str = "y", dtype: torch.dtype = torch.float64, device=None):
-    """y as a finite (n,) tensor; an (n, 1) column is accepted."""
+    """y as a finite (n,) tensor; an (n, 1) column is accepted (a checked tensor is
+    returned as it is, as by :func:`as_matrix`)."""
+    if isinstance(y, torch.Tensor) and _is_checked(y) and y.ndim == 1 and y.dtype == dtype \
+            and (device is None or y.device == torch.device(device)):
+        return y
     if isinstance(y, torch.Tensor):
         T = y.detach().to(dtype=dtype, device=device)
     else:
@@ -68,7 +89,7 @@ def as_vector(y, name: str = "y", dtype: torch.dtype = torch.float64, device=Non
     if T.shape[0] == 0:
         raise ValueError(f"{name} is empty; give at least one target value")
     _check_finite(T, name)
-    return T
+    return mark_checked(T)
 
 
 def as_test_inputs(X_new, X_train: torch.Tensor) -> torch.Tensor:

@@ -18,7 +18,7 @@ import torch
 from ..parallel.cluster import map_partitions
 from ..parallel.reduce import check_partitions
 from ..preprocessing import Moments, Standardizer, chunk_moments
-from ..validation import check_xy
+from ..validation import check_xy, mark_checked
 
 if TYPE_CHECKING:
     from .batch import Partition
@@ -50,8 +50,9 @@ def scaled_in_memory(data: TrainingData, standardize: bool,
         check_own_units(Xn, yn)
     scaler = (Standardizer.fit(Xn, yn).keep_columns(raw_columns(Xn.shape[1]))
               if standardize else Standardizer.identity(Xn.shape[1]))
-    Xs = torch.as_tensor(scaler.transform_x(Xn), dtype=torch.float64)
-    ys = torch.as_tensor(scaler.transform_y(yn), dtype=torch.float64)
+    # finite as the checked rows are (Standardizer scales by powers of two, never overflows)
+    Xs = mark_checked(torch.as_tensor(scaler.transform_x(Xn), dtype=torch.float64))
+    ys = mark_checked(torch.as_tensor(scaler.transform_y(yn), dtype=torch.float64))
     return scaler, Xs, ys
 
 
