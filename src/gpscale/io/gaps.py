@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["REFERENCE_ROWS", "NEIGHBOURS", "completions", "mixture"]
+__all__ = ["REFERENCE_ROWS", "NEIGHBOURS", "completions", "mixture", "sample_spread_factor"]
 
 #: training rows kept with a table model to draw a gap's values from
 REFERENCE_ROWS = 1000
@@ -56,8 +56,26 @@ def completions(X: np.ndarray, reference: np.ndarray, k: int = NEIGHBOURS
 
 
 def mixture(mean: np.ndarray, var: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-    """The mean and variance of equal mixtures of ``k`` consecutive components
-    (means and variances of shape (m·k,)): E[var] + Var[mean] for each of the m."""
+    """The mean and variance of equal mixtures of ``k`` consecutive components (means
+    and variances of shape (m·k,)): E[var] + c(L) Var[mean] for each of the m.
+
+    The spread of the means is a sample of L distinct values (L distinct predictions
+    among the k, e.g. the levels known near a row with a new level): a new value drawn
+    like them lies about x̄ with variance s²(1 + 1/L) for the unbiased s², and, s² being
+    estimated, as a Student t with L − 1 degrees of freedom, whose variance is ν/(ν − 2)
+    times its scale². So c(L) = (L + 1)/(L − 1) · ν/(ν − 2), ν = max(L − 1, 3) (the t's
+    variance is infinite below 3); c = 1 when L = 1, as one value says nothing of the
+    spread. With few known levels the interval widens as it must
+    (benchmarks/results/tables/gaps/README.md, "Few known levels")."""
     mean, var = mean.reshape(-1, k), var.reshape(-1, k)
     centre = mean.mean(axis=1)
-    return centre, var.mean(axis=1) + ((mean - centre[:, None]) ** 2).mean(axis=1)
+    spread = ((mean - centre[:, None]) ** 2).mean(axis=1)
+    distinct = 1 + (np.diff(np.sort(mean, axis=1), axis=1) != 0).sum(axis=1)
+    return centre, var.mean(axis=1) + spread * sample_spread_factor(distinct)
+
+
+def sample_spread_factor(distinct: np.ndarray) -> np.ndarray:
+    """c(L) of :func:`mixture` for L distinct values (1 where L = 1)."""
+    L = np.asarray(distinct, dtype=np.float64)
+    nu = np.maximum(L - 1.0, 3.0)
+    return np.where(L > 1, (L + 1.0) / np.maximum(L - 1.0, 1.0) * nu / (nu - 2.0), 1.0)
