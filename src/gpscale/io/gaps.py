@@ -8,9 +8,10 @@ nearest on the row's observed columns (a uniform sample of training rows kept wi
 model, :data:`REFERENCE_ROWS`), so a gap is filled by values that occur with inputs like
 the row's, and a new level by the levels that do. Each row's prediction is then the
 mixture of the model's predictions at its ``k`` completions, summarised by its mean and
-variance (the mean of the variances plus the variance of the means): an unknown level's
-interval carries the spread of the known levels' effects, and a missing number's the
-spread of what it could have been.
+variance (the mean of the variances plus the variance of the means, the latter as the
+spread of a new draw from that sample: :func:`mixture`): an unknown level's interval
+carries the spread of the known levels' effects, and a missing number's the spread of
+what it could have been.
 
 :meth:`gpscale.io.encoding.TableEncoding.batch` marks the gaps as NaN;
 :meth:`gpscale.predictor.Predictor.predict` fills and mixes.
