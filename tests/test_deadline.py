@@ -46,12 +46,15 @@ def clock(monkeypatch):
 
 
 def _time_limits_seen(monkeypatch, method: str) -> list:
-    """The time_limit each fit of ``method`` is called with, in order."""
+    """The seconds left on the time_limit each fit of ``method`` is called with, in order
+    (None for none): the api hands down its one Deadline."""
     seen = []
     real = METHODS[method].fit_fn
 
     def spy(*args, **kwargs):
-        seen.append(kwargs.get("time_limit"))
+        limit = kwargs.get("time_limit")
+        assert limit is None or isinstance(limit, Deadline)
+        seen.append(None if limit is None else limit.left())
         return real(*args, **kwargs)
 
     monkeypatch.setitem(METHODS, method, dataclasses.replace(METHODS[method], fit_fn=spy))
@@ -191,7 +194,8 @@ def test_the_kernel_choice_shares_its_deadline(clock):
     fitted = []
 
     def tick(*args, **kwargs):
-        fitted.append(kwargs["time_limit"])
+        fitted.append(kwargs["time_limit"].left())  # each its own deadline, within d
+        assert kwargs["time_limit"].end <= d.end
         clock.now += 1.5
         return real(*args, **{k: v for k, v in kwargs.items() if k != "time_limit"})
 
@@ -325,3 +329,13 @@ def test_a_method_reading_passes_gets_the_budget_through_the_api(tmp_path, monke
     gpscale.fit(str(tmp_path / "rows.parquet"), target="y", method="rff", kernel="rbf-ard",
                 num_features=32, max_iter=3, time_limit=40.0)
     assert 0 < seen[0] <= 40.0
+
+
+def test_a_deadline_is_handed_down_as_itself():
+    d = Deadline(5.0)
+    assert Deadline.of(d) is d
+    assert Deadline.of(None) is None
+    assert 0 < Deadline.of(2.0).left() <= 2.0
+    Deadline.check(d), Deadline.check(None), Deadline.check(0.0)
+    with pytest.raises(ValueError, match=">= 0 seconds"):
+        Deadline.check(-1.0)

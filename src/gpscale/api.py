@@ -177,7 +177,7 @@ def _fit_held(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
             args = (Rows.in_memory(Xs, ys), None) if m.streams else (Xs, ys)
             extra = {"client": client} if m.cluster else {}
             if deadline is not None:  # what the kernel's choice left of the allowance
-                extra["time_limit"] = deadline.left()
+                extra["time_limit"] = deadline
             model, result = m.fit_fn(*args, kernel, **{**options, **extra})
     check_skill(model, result, lambda rows: (Xs, ys))  # sample_skill draws its rows
     return scaler, model, result, kernel_name, None if pick is None else pick.choice
@@ -195,7 +195,7 @@ def _fit_rows(m: Method, source: Source, kernel: Kernel, standardize: bool, clie
     scaler = rows_scaler(parts, d, standardize, with_codes(kernel.raw_columns, source), client)
     rows = Rows(parts, d, scaler, client)
     if deadline is not None:
-        options = {**options, "time_limit": deadline.left()}
+        options = {**options, "time_limit": deadline}
     with _own_units(standardize, m.name):
         model, result = m.fit_fn(rows, None, kernel, **options)
     if model.n < 2:

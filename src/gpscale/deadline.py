@@ -35,9 +35,20 @@ class Deadline:
         return Deadline(0.0, _end=min(self.end, time.perf_counter() + max(0.0, seconds)))
 
     @staticmethod
-    def of(seconds: float | None) -> Deadline | None:
-        """A deadline ``seconds`` from now; None (no allowance) for None."""
-        return None if seconds is None else Deadline(seconds)
+    def of(limit: float | Deadline | None) -> Deadline | None:
+        """The deadline of a method's ``time_limit``: ``limit`` itself when it is one (the
+        fit's own allowance, handed down as one object), one ``limit`` seconds from now
+        for a number, None (no allowance) for None."""
+        if limit is None or isinstance(limit, Deadline):
+            return limit
+        return Deadline(limit)
+
+    @staticmethod
+    def check(limit: float | Deadline | None) -> None:
+        """A ValueError unless ``limit`` is None, a Deadline or a number of seconds
+        >= 0 (a method's options check their ``time_limit`` with it)."""
+        if limit is not None and not isinstance(limit, Deadline):
+            Deadline(limit)
 
     def __repr__(self) -> str:
         return f"Deadline({self.left():.3g} s left)"

@@ -95,7 +95,7 @@ class ExactFit:
     refine: int | str = "auto"
     probes: int = PROBES
     client: Any = None
-    time_limit: float | None = None
+    time_limit: float | Deadline | None = None
 
     #: the options only the CG path reads: a fit by Cholesky ignores them
     CG_OPTIONS: ClassVar[tuple[str, ...]] = ("subsample", "cg_tol", "precond_rank",
@@ -110,8 +110,7 @@ class ExactFit:
         if self.solver not in SOLVERS:
             raise ValueError(f"solver must be one of {SOLVERS}, got {self.solver!r}")
         self.dtype = as_dtype(self.dtype)
-        if self.time_limit is not None:
-            Deadline(self.time_limit)  # a ValueError for a negative or NaN one
+        Deadline.check(self.time_limit)
         for name, low in (("max_iter", 1), ("restarts", 0), ("patience", 1),
                           ("restart_iter", 1)):
             setattr(self, name, check_int(name, getattr(self, name), low))
@@ -362,7 +361,8 @@ def fit_exact(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, **options: Any
     in the available memory or the cost model
     (:func:`~gpscale.methods.cost.exact_cost`) puts it at over ten minutes.
 
-    ``time_limit`` (seconds; ``method="auto"`` passes what is left of its budget): the
+    ``time_limit`` (seconds, or a :class:`~gpscale.deadline.Deadline`: ``gpscale.fit`` hands
+    down its own, under ``method="auto"`` what is left of the budget): the
     fit ends within it. The hyperparameter search stops between iterations at the best
     θ so far; on the CG path the search on the sample and the refinement stop in time to
     leave the posterior's solve :data:`SOLVE_MARGIN` times its estimate (the

@@ -144,7 +144,7 @@ def choose_kernel(X: torch.Tensor, y: torch.Tensor, *, candidates: tuple[str, ..
             if deadline.passed() and terms:
                 skipped.append(name)
                 continue
-            options["time_limit"] = deadline.left() / (len(candidates) - i)
+            options["time_limit"] = deadline.sooner(deadline.left() / (len(candidates) - i))
         with warnings.catch_warnings(record=True) as warned:
             warnings.simplefilter("always")
             try:
