@@ -137,14 +137,18 @@ def _arguments(p) -> None:
     p.add_argument("--rff-features", type=int, default=256,
                    help="RFF dimension of the rff kernel (default 256)")
     p.add_argument("--fullbatch-iters", type=int, default=None,
-                   help="L-BFGS iterations of the full-batch reference (default 500; quick 60)")
+                   help="L-BFGS iterations of the full-batch reference (default 500; quick "
+                   "60; 0: no reference, e.g. when `stochastic-fullbatch` gives it)")
+    p.add_argument("--max-time", type=float, default=None,
+                   help="seconds each minibatch fit may run before it stops at its next "
+                   "step (best checkpoint kept; `epochs_run` says how far it got)")
     p.add_argument("--max-train", type=int, default=None,
                    help="use only the first N training rows (for smoke tests)")
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     p.add_argument("--seed", type=int, default=0)
 
 
-def _features(kernel: str, d: int, args, device):
+def make_features(kernel: str, d: int, args, device):
     from gpscale.features import NeuralFeatures, RandomFourierFeatures, ScaledFeatures
 
     if kernel == "rff":
@@ -156,7 +160,32 @@ def _features(kernel: str, d: int, args, device):
                           device=device)
 
 
-def _rmse(mean: torch.Tensor, y: torch.Tensor) -> float:
+def _epochs_run(res) -> float | None:
+    """Epochs a fit actually ran (its last checkpoint), fewer than asked after a
+    ``--max-time`` stop."""
+    marks = [h["epoch"] for h in res.history if "epoch" in h]
+    return round(marks[-1], 3) if marks else None
+
+
+def _reference(rec, results, name, kernel, X, y, Xte, yte, y_scale, iters, args, device
+               ) -> float:
+    """The full-batch L-BFGS reference of one set and kernel, recorded; its NLML per
+    point."""
+    t0 = time.perf_counter()
+    model, nlml_full, res = _fullbatch(X, y, make_features(kernel, X.shape[1], args, device),
+                                       iters, device)
+    rmse = rmse_of(model.predict(Xte)[0], yte)
+    results[(name, kernel, "fullbatch")] = nlml_full
+    rec.record(kind="fullbatch", dataset=name, kernel=kernel, n=X.shape[0],
+               method="fullbatch (L-BFGS)", iters=iters, nlml=nlml_full,
+               nlml_y=nlml_full + math.log(y_scale), rmse=rmse, rmse_y=rmse * y_scale,
+               train_rmse=rmse_of(model.predict(X)[0], y),
+               noise=float(model.noise.detach()),
+               time_s=time.perf_counter() - t0, reason=res.reason)
+    return nlml_full
+
+
+def rmse_of(mean: torch.Tensor, y: torch.Tensor) -> float:
     return float(torch.sqrt(((mean - y) ** 2).mean()))
 
 
@@ -174,7 +203,8 @@ def _fit(method, X, y, feats, batch, lr, args, device):
     from gpscale.train.stochastic import fit_bsgd, fit_minimax, fit_scgd
 
     common = dict(batch_size=batch, epochs=args.epochs, optimizer=args.optimizer, lr=lr,
-                  lr_schedule=args.lr_schedule, noise=0.1, seed=args.seed, device=device)
+                  lr_schedule=args.lr_schedule, noise=0.1, seed=args.seed, device=device,
+                  max_time=args.max_time)
     if method == "svgp":
         parts, why = _svgp()
         if parts is None:
@@ -207,7 +237,9 @@ def run(args, rec) -> None:
                                  ["elevators", "kin40k", "keggundirected", "pumadyn32nm"])
     kernels = args.kernels or (["nn-linear"] if quick else ["nn-linear", "nn-rbf"])
     args.epochs = args.epochs or (2.0 if quick else 100.0)
-    iters = args.fullbatch_iters or (60 if quick else 500)
+    iters = (60 if quick else 500) if args.fullbatch_iters is None else args.fullbatch_iters
+    if iters < 0:
+        raise ValueError(f"--fullbatch-iters must be 0 or more, got {iters}")
     device = args.device
     if args.optimizer != "adadelta" or args.lr_schedule != "constant":
         rec.note(f"protocol: every method ran {args.optimizer} with a {args.lr_schedule} "
@@ -227,17 +259,10 @@ def run(args, rec) -> None:
                  f"{math.log(y_scale):+.3f}")
         d = X.shape[1]
         for kernel in kernels:
-            t0 = time.perf_counter()
-            model, nlml_full, res = _fullbatch(X, y, _features(kernel, d, args, device),
-                                               iters, device)
-            rmse = _rmse(model.predict(Xte)[0], yte)
-            results[(name, kernel, "fullbatch")] = nlml_full
-            rec.record(kind="fullbatch", dataset=name, kernel=kernel, n=X.shape[0],
-                       method="fullbatch (L-BFGS)", iters=iters, nlml=nlml_full,
-                       nlml_y=nlml_full + math.log(y_scale), rmse=rmse, rmse_y=rmse * y_scale,
-                       train_rmse=_rmse(model.predict(X)[0], y),
-                       noise=float(model.noise.detach()),
-                       time_s=time.perf_counter() - t0, reason=res.reason)
+            nlml_full = None
+            if iters > 0:
+                nlml_full = _reference(rec, results, name, kernel, X, y, Xte, yte, y_scale,
+                                       iters, args, device)
             batches = args.batch_sizes or (
                 [32, 128] if quick else
                 ([16, 32, 64, 128, 256] if kernel == "nn-rbf" else [32, 64, 128, 256, 512]))
@@ -245,7 +270,7 @@ def run(args, rec) -> None:
                 for method in args.methods:
                     best = None
                     for lr in args.lr or [None]:
-                        feats = _features(kernel, d, args, device)
+                        feats = make_features(kernel, d, args, device)
                         t0 = time.perf_counter()
                         model, res, why = _fit(method, X, y, feats, batch, lr, args, device)
                         if model is None:
@@ -254,17 +279,19 @@ def run(args, rec) -> None:
                             break
                         curve = [(h["epoch"], h["objective"]) for h in res.history
                                  if "objective" in h]
-                        rmse = _rmse(model.predict(Xte)[0], yte)
+                        rmse = rmse_of(model.predict(Xte)[0], yte)
                         row = dict(dataset=name, kernel=kernel, batch=batch, method=method,
                                    lr=lr, lr_schedule=args.lr_schedule, nlml=res.objective,
-                                   rmse=rmse, gap_to_fullbatch=res.objective - nlml_full,
+                                   rmse=rmse,
+                                   gap_to_fullbatch=(None if nlml_full is None
+                                                     else res.objective - nlml_full),
                                    nlml_y=res.objective + math.log(y_scale),
                                    paper_nlml=paper_value(PAPER_NLML, kernel, name, batch,
                                                           method),
                                    rmse_y=rmse * y_scale,
                                    paper_rmse=paper_value(PAPER_RMSE, kernel, name, batch,
                                                           method),
-                                   epochs=args.epochs,
+                                   epochs=args.epochs, epochs_run=_epochs_run(res),
                                    best_epoch=(min(curve, key=lambda c: c[1])[0] if curve
                                                else None),
                                    time_s=time.perf_counter() - t0, reason=res.reason,

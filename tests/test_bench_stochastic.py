@@ -144,3 +144,48 @@ def test_paper_table_targets_of_nn_rbf_runs():
     assert got["minimax NLML − paper's Table 3, kin40k, batch 16 <= 0.05"][1]  # −1.55 + 1.559
     assert not got["minimax test RMSE, kin40k, batch 16 <= 0.041"][1]  # .039 ± .002
     assert got["minimax seconds of one run, kin40k, batch 16 <= 3600"] == (4000.0, False)
+
+
+def test_stochastic_bench_without_reference_and_with_a_time_limit(tmp_path, data_dir):
+    """``--fullbatch-iters 0`` runs no full-batch reference (the gap is then None);
+    ``--max-time`` stops a fit at its next step and ``epochs_run`` says how far it got."""
+    rc = main(["stochastic", "--quick", "--max-train", "200", "--epochs", "50",
+               "--batch-sizes", "8", "--fullbatch-iters", "0", "--max-time", "0.3",
+               "--methods", "bsgd", "svgp", "--threads", "1", "--out", str(tmp_path)])
+    assert rc == 0
+    rows = [json.loads(s) for s in (tmp_path / "stochastic.jsonl").read_text().splitlines()]
+    assert not any(r.get("kind") == "fullbatch" for r in rows)
+    assert rows[-1]["nlml_fullbatch"] is None
+    fits = [r for r in rows if r.get("kind") == "fit"]
+    assert {r["method"] for r in fits} == {"bsgd", "svgp"}
+    for r in fits:
+        assert r["gap_to_fullbatch"] is None and math.isfinite(r["nlml"])
+        # 50 epochs of 25 steps do not fit in 0.3 s
+        assert r["reason"] == "max_time" and 0 < r["epochs_run"] < 50
+        assert len(r["curve"]) >= 1
+
+
+def test_stochastic_fullbatch_bench(tmp_path, data_dir):
+    """The full-batch reference: the best iterate's NLML is no worse than any traced
+    one, the traced NLML falls, the gradient norms are consistent, and a search that
+    ends on its clock is not called converged."""
+    rc = main(["stochastic-fullbatch", "--quick", "--max-train", "150", "--kernels", "rff",
+               "--rff-features", "16", "--time-limit", "2", "--rmse-every", "2",
+               "--threads", "1", "--out", str(tmp_path)])
+    assert rc == 0
+    rows = [json.loads(s) for s in (tmp_path / "stochastic-fullbatch.jsonl").read_text()
+            .splitlines()]
+    trace = [r for r in rows if r.get("kind") == "trace"]
+    (full,) = [r for r in rows if r.get("kind") == "fullbatch"]
+    assert len(trace) >= 2
+    values = [r["nlml"] for r in trace]
+    assert all(b < a for a, b in zip(values, values[1:]))
+    assert full["nlml"] <= min(values) + 1e-9
+    assert 0 < full["grad_max"] <= full["grad_norm"]
+    assert math.isclose(full["grad_norm_per_point"] * full["n"], full["grad_norm"])
+    assert full["converged"] == (full["reason"] == "converged")
+    if full["reason"] == "time allowance":
+        assert not full["converged"]
+    assert full["rmse_y"] > 0 and full["evals"] >= full["iters"] >= 1
+    summary = rows[-1]
+    assert summary["summary"] is True and summary["converged"] == full["converged"]
