@@ -14,7 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..validation import as_dtype, check_device
-from .registry import METHODS, Method, option_parameters
+from .registry import DATA_ARGUMENTS, METHODS, Method, option_parameters
 
 __all__ = ["option_defaults", "options_class", "parse_option", "placement_options",
            "takes_options"]
@@ -28,7 +28,7 @@ def takes_options(options: type) -> Callable[[Callable], Callable]:
     the estimator and ``gpscale methods`` read the one declaration."""
 
     def deco(fit_fn: Callable) -> Callable:
-        head = list(inspect.signature(fit_fn).parameters.values())[:3]  # X, y, kernel
+        head = list(inspect.signature(fit_fn).parameters.values())[:len(DATA_ARGUMENTS)]
         fields = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
                                     annotation=f.type)
                   for f in dataclasses.fields(options) if f.init]
