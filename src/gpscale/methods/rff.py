@@ -49,10 +49,9 @@ AUTO_SUBSAMPLE, AUTO_ABOVE = 20_000, 100_000
 
 def _feature_memory(options: dict[str, Any], num_features: int) -> None:
     """The planner's check, before any pass over the rows: p x p matrices that cannot fit
-    are refused (:func:`check_feature_memory`)."""
-    p = options.get("num_features", DEFAULT_NUM_FEATURES)
-    check_feature_memory(check_int("num_features", p, 2), num_features, available_memory(),
-                         as_dtype(options.get("dtype", torch.float64)))
+    are refused (:func:`check_feature_memory`); the options are checked too."""
+    o = RFFOptions(**options)
+    check_feature_memory(o.num_features, num_features, available_memory(), o.dtype)
 
 
 @dataclass
