@@ -61,7 +61,7 @@ class StochasticOptions:
         for name in ("batch_size", "eval_every"):  # an int, or a float that is one
             v = getattr(self, name)
             if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))
-                                  or int(v) != v or v < 1):
+                                  or not float(v).is_integer() or v < 1):
                 raise ValueError(f"{name} must be a positive integer, got {v!r}")
         check_positive("noise", self.noise)
         check_positive("epochs", self.epochs)
