@@ -8,24 +8,48 @@ the initialisation sample (:mod:`gpscale.train.grid_pass`), then statistics pass
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 
+from ..features.grief import check_grid
 from ..io.rows import Rows
 from ..kernels import Kernel, spectral_facts
 from ..models import FeatureGP, GriefIPosterior, ReweightedGriefPosterior
 from ..train import FitResult
 from ..train.grief import fit_grief_i, fit_grief_ii
 from ..validation import check_int
+from .options import takes_options
 from .registry import register
+
+
+@dataclass
+class GriefOptions:
+    """The options of ``method="grief-ii"`` (:func:`fit_grief` says what each does),
+    checked."""
+
+    num_features: int | None = None
+    m_bar: int = 10
+    max_iter: int = 100
+    seed: int = 0
+    progress: bool = False
+    grid: str = "quantile"
+    device: torch.device | str | None = None
+
+    def __post_init__(self) -> None:
+        if self.num_features is not None:
+            self.num_features = check_int("num_features", self.num_features, 1)
+        for name, low in (("m_bar", 1), ("max_iter", 1), ("seed", 0)):
+            setattr(self, name, check_int(name, getattr(self, name), low))
+        check_grid(self.grid)
 
 
 @register("grief-ii", "GP-GRIEF-II grid eigenfunctions, ML-II by L-BFGS: many rows and few "
           "inputs (a grid of m_bar^d points, product kernels)", reads="passes")
+@takes_options(GriefOptions)
 def fit_grief(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
-              num_features: int | None = None,
-              m_bar: int = 10, max_iter: int = 100, seed: int = 0, progress: bool = False,
-              grid: str = "quantile",
-              device: torch.device | str | None = None) -> tuple[FeatureGP, FitResult]:
+              **options: Any) -> tuple[FeatureGP, FitResult]:
     """GP-GRIEF-II: p = ``num_features`` eigenfunctions of a grid of ``m_bar``^d inducing
     points (default p = min(1000, 10^⌊log10 n⌋); ``grid`` "quantile" (default) or
     "uniform" placement per column: the quantile grid is better where columns are heavy
@@ -36,22 +60,48 @@ def fit_grief(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
     and the initialisation's random points then come from one pass over the partitions
     (a quantile grid from a sample of them), and every L-BFGS evaluation is a statistics
     pass and a gradient pass, in process or on a dask cluster."""
+    o = GriefOptions(**options)
     facts = spectral_facts(kernel, "grief-ii")
-    return fit_grief_ii(X, y, p=num_features, m_bar=check_int("m_bar", m_bar, 1),
-                        kernel=facts.name, start=facts.given(),
-                        grid=grid, max_iter=check_int("max_iter", max_iter, 1), seed=seed,
-                        progress=progress, device=device)
+    return fit_grief_ii(X, y, p=o.num_features, m_bar=o.m_bar, kernel=facts.name,
+                        start=facts.given(), grid=o.grid, max_iter=o.max_iter, seed=o.seed,
+                        progress=o.progress, device=o.device)
+
+
+@dataclass
+class GriefIOptions:
+    """The options of ``method="grief-i"`` (:func:`fit_grief_mcmc` says what each does),
+    checked."""
+
+    num_features: int = 1000
+    m_bar: int = 10
+    n_iter: int = 10_000
+    burn: int = 1000
+    thin: int = 50
+    seed: int = 0
+    progress: bool = False
+    grid: str = "quantile"
+    basis: str = "eigen"
+    fill_grid: bool = True
+    device: torch.device | str | None = None
+
+    def __post_init__(self) -> None:
+        for name, low in (("num_features", 1), ("m_bar", 1), ("n_iter", 1), ("burn", 0),
+                          ("thin", 1), ("seed", 0)):
+            setattr(self, name, check_int(name, getattr(self, name), low))
+        if self.burn >= self.n_iter:
+            raise ValueError(f"burn={self.burn} must be smaller than n_iter={self.n_iter}")
+        check_grid(self.grid)
+        if self.basis not in ("eigen", "rotated"):
+            raise ValueError(f"basis must be 'eigen' (eq. 16) or 'rotated', got "
+                             f"{self.basis!r}")
 
 
 @register("grief-i", "GP-GRIEF-I re-weighted grid eigenfunctions, posterior by MALA: as "
           "grief-ii, with the weights sampled (slower, MCMC)",
           reads="passes")
+@takes_options(GriefIOptions)
 def fit_grief_mcmc(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
-                   num_features: int = 1000,
-                   m_bar: int = 10, n_iter: int = 10_000, burn: int = 1000, thin: int = 50,
-                   seed: int = 0, progress: bool = False, grid: str = "quantile",
-                   basis: str = "eigen", fill_grid: bool = True,
-                   device: torch.device | str | None = None
+                   **options: Any
                    ) -> tuple[ReweightedGriefPosterior | GriefIPosterior, FitResult]:
     """GP-GRIEF-I: MALA over the p eigenfunction weights and σ² (base kernel fixed at the
     exact-GP initialisation, grid placed by ``grid``); predictions average the draws.
@@ -63,17 +113,12 @@ def fit_grief_mcmc(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kerne
     acceptance rate, step size and effective sample sizes are in its last history row.
     ``X`` may be :class:`~gpscale.io.Rows` (y None): one pass for the grid and the
     initialisation, one statistics pass for ΦᵀΦ, Φᵀy; MALA then never reads rows."""
+    o = GriefIOptions(**options)
     facts = spectral_facts(kernel, "grief-i")
-    for name, value, low in (("num_features", num_features, 1), ("m_bar", m_bar, 1),
-                             ("n_iter", n_iter, 1), ("burn", burn, 0), ("thin", thin, 1),
-                             ("seed", seed, 0)):
-        check_int(name, value, low)
-    if burn >= n_iter:
-        raise ValueError(f"burn={burn} must be smaller than n_iter={n_iter}")
-    post, chain = fit_grief_i(X, y, p=num_features, m_bar=m_bar, kernel=facts.name,
-                              start=facts.given(), grid=grid, basis=basis, fill=fill_grid,
-                              n_iter=n_iter, burn=burn, thin=thin, seed=seed,
-                              progress=progress, device=device)
+    post, chain = fit_grief_i(X, y, p=o.num_features, m_bar=o.m_bar, kernel=facts.name,
+                              start=facts.given(), grid=o.grid, basis=o.basis,
+                              fill=o.fill_grid, n_iter=o.n_iter, burn=o.burn, thin=o.thin,
+                              seed=o.seed, progress=o.progress, device=o.device)
     ess = chain.ess.cpu()
     diagnostics = {"iter": chain.n_iter, "acceptance_rate": chain.acceptance_rate,
                    "step_size": chain.step_size, "ess_min": float(ess.min()),

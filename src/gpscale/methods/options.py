@@ -1,52 +1,86 @@
-"""Method options given as text (``--option NAME=VALUE`` on the command line), parsed by
-the type of the method's own keyword default."""
+"""A method's options: declared once, as the fields of a dataclass that checks them
+(:func:`takes_options` gives the fit function its signature from it), and given as text
+(``--option NAME=VALUE`` on the command line), parsed by the field's type (by the type
+of the default for a fit function that takes plain keyword options)."""
 
 from __future__ import annotations
 
 import ast
 import dataclasses
 import inspect
+import types
+import typing
 from collections.abc import Callable
 from typing import Any
 
 from ..validation import as_dtype, check_device
-from .registry import METHODS, Method
+from .registry import DATA_ARGUMENTS, METHODS, Method, option_parameters
 
-__all__ = ["option_defaults", "parse_option", "placement_options", "takes_options"]
+__all__ = ["option_defaults", "options_class", "parse_option", "placement_options",
+           "takes_options"]
 
 
 def takes_options(options: type) -> Callable[[Callable], Callable]:
     """Decorator of a fit function ``fit_fn(X, y, kernel, **options)`` whose options are
-    the fields of the dataclass ``options``: its signature lists them, keyword-only, with
-    their defaults, so that the registry, the CLI and ``gpscale methods`` read them as
-    they read any fit function's (:func:`option_defaults`)."""
+    the fields of the dataclass ``options`` (checked in its ``__post_init__``): its
+    signature lists them, keyword-only, with their defaults and types, and
+    :func:`options_class` finds the dataclass, so that the registry, the CLI, the API,
+    the estimator and ``gpscale methods`` read the one declaration."""
 
     def deco(fit_fn: Callable) -> Callable:
-        head = list(inspect.signature(fit_fn).parameters.values())[:3]  # X, y, kernel
+        head = list(inspect.signature(fit_fn).parameters.values())[:len(DATA_ARGUMENTS)]
         fields = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
                                     annotation=f.type)
                   for f in dataclasses.fields(options) if f.init]
         fit_fn.__signature__ = inspect.signature(fit_fn).replace(parameters=head + fields)
+        fit_fn.options_class = options
         return fit_fn
 
     return deco
 
 
+def options_class(method: Method) -> type | None:
+    """The dataclass of ``method``'s options (:func:`takes_options`), or None for a fit
+    function that takes plain keyword options."""
+    return getattr(method.fit_fn, "options_class", None)
+
+
 def option_defaults(method: Method) -> dict[str, Any]:
-    """The keyword options of ``method``'s fit function with their defaults (an option
-    without a default maps to ``inspect.Parameter.empty``)."""
-    params = list(inspect.signature(method.fit_fn).parameters.values())[3:]
-    found = {p.name: p.default for p in params
-             if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and p.name != "client"}
+    """The options of ``method`` with their defaults (an option without a default maps to
+    ``inspect.Parameter.empty``): its dataclass's fields, or its fit function's keyword
+    parameters after X, y, kernel."""
+    cls = options_class(method)
+    if cls is not None:
+        found = {f.name: f.default for f in dataclasses.fields(cls)
+                 if f.init and f.name != "client"}  # the cluster is the planner's to give
+    else:
+        found = {p.name: p.default for p in option_parameters(method.fit_fn)
+                 if p.kind is not p.VAR_KEYWORD}
     for name in method.options or ():
         found.setdefault(name, inspect.Parameter.empty)
     return found
 
 
+def _field_type(method: Method, name: str) -> tuple[type | None, bool]:
+    """(bool, int or float, whether None is accepted too) for an option whose dataclass
+    field is declared as one of these, ``T | None`` included; (None, False) otherwise."""
+    cls = options_class(method)
+    if cls is None:
+        return None, False
+    hint = typing.get_type_hints(cls).get(name)
+    kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    plain = [k for k in kinds if k is not type(None)]
+    if len(plain) == 1 and plain[0] in (bool, int, float):
+        return plain[0], len(kinds) == 2
+    return None, False
+
+
 def parse_option(method: Method, text: str) -> tuple[str, Any]:
-    """``"NAME=VALUE"`` as (name, value): an int, float or bool default parses VALUE as
-    that type; otherwise VALUE is read as a Python literal (a number, None, a list) and,
-    failing that, kept as text. ValueError naming the accepted options otherwise."""
+    """``"NAME=VALUE"`` as (name, value): an option declared bool, int or float (or that
+    or None) in the method's dataclass, or without one whose default is of that type,
+    parses VALUE as that type; otherwise VALUE is read as a Python literal (a number,
+    None, a list) and, failing that, kept as text. ValueError naming the accepted
+    options otherwise."""
     name, sep, value = text.partition("=")
     name = name.strip().replace("-", "_")
     defaults = option_defaults(method)
@@ -57,19 +91,24 @@ def parse_option(method: Method, text: str) -> tuple[str, Any]:
         raise ValueError(f"method {method.name!r} has no option {name!r}; it takes: {listed}")
     default = defaults.get(name, inspect.Parameter.empty)
     value = value.strip()
+    kind, optional = _field_type(method, name)
+    if optional and value in ("None", "none"):
+        return name, None
+    if kind is None and options_class(method) is None:  # typed by the default
+        kind = next((k for k in (bool, int, float) if isinstance(default, k)), None)
     try:
-        if isinstance(default, bool):
+        if kind is bool:
             if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
                 raise ValueError
             return name, value.lower() in ("true", "1", "yes")
-        if isinstance(default, int):
+        if kind is int:
             return name, int(value)
-        if isinstance(default, float):
+        if kind is float:
             return name, float(value)
     except ValueError:
+        what = kind.__name__ + (" or None" if optional else "")
         raise ValueError(f"option {name} of method {method.name!r} must be of type "
-                         f"{type(default).__name__} (default {default!r}), got {value!r}") \
-            from None
+                         f"{what} (default {default!r}), got {value!r}") from None
     try:
         return name, ast.literal_eval(value)
     except (ValueError, SyntaxError):

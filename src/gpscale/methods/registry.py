@@ -124,12 +124,24 @@ def register(name: str, description: str,
     return deco
 
 
+#: what every fit function takes before its options
+DATA_ARGUMENTS = ("X", "y", "kernel")
+
+
+def option_parameters(fn: Callable) -> list[inspect.Parameter]:
+    """The parameters of ``fn(X, y, kernel, ...)`` after its :data:`DATA_ARGUMENTS`
+    that name options: keyword parameters, and ``**kwargs``; ``client`` is not one (the
+    cluster is the planner's to give)."""
+    params = list(inspect.signature(fn).parameters.values())[len(DATA_ARGUMENTS):]
+    return [p for p in params if p.name != "client" and p.kind in (
+        p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_KEYWORD)]
+
+
 def _keyword_options(fn: Callable) -> tuple[str, ...] | None:
-    params = list(inspect.signature(fn).parameters.values())[3:]  # after X, y, kernel
+    params = option_parameters(fn)
     if any(p.kind is p.VAR_KEYWORD for p in params):
         return None
-    return tuple(p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD)
-                 and p.name != "client")  # the cluster is the planner's to give, not an option
+    return tuple(p.name for p in params)
 
 
 def get_method(name: str) -> Method:

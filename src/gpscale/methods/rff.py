@@ -4,6 +4,7 @@ L-BFGS from the streamed statistics ΦᵀΦ, Φᵀy."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -18,6 +19,7 @@ from ..sizes import available_memory
 from ..train import FitResult, fit_lbfgs
 from ..train.lbfgs import OUT_OF_TIME, warn_if_out_of_time
 from ..validation import as_dtype, check_int, check_positive
+from .options import takes_options
 from .registry import register
 
 
@@ -47,22 +49,45 @@ AUTO_SUBSAMPLE, AUTO_ABOVE = 20_000, 100_000
 
 def _feature_memory(options: dict[str, Any], num_features: int) -> None:
     """The planner's check, before any pass over the rows: p x p matrices that cannot fit
-    are refused (:func:`check_feature_memory`)."""
-    p = options.get("num_features", DEFAULT_NUM_FEATURES)
-    check_feature_memory(check_int("num_features", p, 2), num_features, available_memory(),
-                         as_dtype(options.get("dtype", torch.float64)))
+    are refused (:func:`check_feature_memory`); the options are checked too."""
+    o = RFFOptions(**options)
+    check_feature_memory(o.num_features, num_features, available_memory(), o.dtype)
+
+
+@dataclass
+class RFFOptions:
+    """The options of ``method="rff"`` (:func:`fit_rff` says what each does), checked."""
+
+    num_features: int = DEFAULT_NUM_FEATURES
+    noise: float = 0.1
+    max_iter: int = 200
+    seed: int = 0
+    subsample: int | str | None = "auto"
+    refine: int = 0
+    progress: bool = False
+    device: torch.device | str | None = None
+    dtype: torch.dtype | str = torch.float64
+    time_limit: float | None = None
+
+    def __post_init__(self) -> None:
+        self.num_features = check_int("num_features", self.num_features, 2)
+        self.dtype = as_dtype(self.dtype)
+        self.seed = check_int("seed", self.seed, 0)
+        self.noise = check_positive("noise", self.noise)
+        self.max_iter = check_int("max_iter", self.max_iter, 1)
+        self.refine = check_int("refine", self.refine, 0)
+        if self.subsample not in (None, "auto"):
+            check_int("subsample", self.subsample, 2)
+        if self.time_limit is not None:
+            Deadline(self.time_limit)  # a ValueError for a negative or NaN one
 
 
 @register("rff", "random Fourier features (orthogonal), ML-II by L-BFGS: stationary "
           "kernels on many rows (10^5 and more), streamed from files or a cluster",
           reads="passes", size_check=_feature_memory)
+@takes_options(RFFOptions)
 def fit_rff(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
-            num_features: int = DEFAULT_NUM_FEATURES, noise: float = 0.1,
-            max_iter: int = 200, seed: int = 0,
-            subsample: int | str | None = "auto", refine: int = 0, progress: bool = False,
-            device: torch.device | str | None = None,
-            dtype: torch.dtype | str = torch.float64,
-            time_limit: float | None = None) -> tuple[FeatureGP, FitResult]:
+            **options: Any) -> tuple[FeatureGP, FitResult]:
     """Weight-space GP on ``num_features`` orthogonal random Fourier features of the
     kernel's spectral density, lengthscales, signal variance and noise by L-BFGS, starting
     from the kernel's lengthscales and signal variance. ``X``
@@ -77,24 +102,23 @@ def fit_rff(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
     ``time_limit`` (seconds; ``method="auto"`` passes what is left of its budget): the
     searches stop between iterations once it has passed (and warn); the final pass
     runs."""
-    deadline = Deadline.of(time_limit)
+    o = RFFOptions(**options)
+    deadline = Deadline.of(o.time_limit)
     facts = spectral_facts(kernel, "rff")
     rows = as_rows(X, y)
     d = rows.num_features
-    num_features = check_int("num_features", num_features, 2)
-    dtype = as_dtype(dtype)
-    check_feature_memory(num_features, d, available_memory(), dtype)  # before any work
-    feats = RandomFourierFeatures(d, num_features,
+    dtype, device, noise, progress, seed = o.dtype, o.device, o.noise, o.progress, o.seed
+    max_iter, refine = o.max_iter, o.refine
+    check_feature_memory(o.num_features, d, available_memory(), dtype)  # before any work
+    feats = RandomFourierFeatures(d, o.num_features,
                                   kernel=facts.density, lengthscale=facts.lengthscale,
-                                  ard=facts.ard, seed=check_int("seed", seed, 0))
-    noise = check_positive("noise", noise)
-    max_iter, refine = check_int("max_iter", max_iter, 1), check_int("refine", refine, 0)
+                                  ard=facts.ard, seed=seed)
 
     def full(noise: float) -> FeatureGP:
         return FeatureGP(feats, rows=rows, noise=noise, dtype=dtype, device=device)
 
     n = rows.n
-    m = _subsample_size(subsample, n)
+    m = _subsample_size(o.subsample, n)
     if m is None:
         model = signal_variance(full(noise), facts.outputscale)
         return model, warn_if_out_of_time(fit_lbfgs(

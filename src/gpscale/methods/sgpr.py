@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import copy
 import functools
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -38,7 +39,7 @@ from ..train.lbfgs import OUT_OF_TIME, warn_if_out_of_time
 from ..train.sgpr import fit_sgpr
 from ..train.sgpr_passes import fit_sgpr_passes
 from ..train.starts import exact_start_on_sample, keep_lower, noise_above, sqrt_d_start
-from ..validation import as_dtype, check_int
+from ..validation import as_dtype, check_int, check_positive
 from .cost import (
     DEFAULT_M,
     SGPR_HELD_ROWS,
@@ -48,6 +49,7 @@ from .cost import (
     WARM_ROWS,
 )
 from .exact import fit_exact
+from .options import takes_options
 from .registry import register
 
 #: (DEFAULT_M inducing inputs unless m= is given, capped at n; above WARM_ABOVE rows the
@@ -62,22 +64,57 @@ INIT_ROWS = 1000
 PLATEAU = 0.5
 
 
+@dataclass
+class SGPROptions:
+    """The options of ``method="sgpr"`` (:func:`fit_sgpr_method` says what each does),
+    checked."""
+
+    m: int | None = None
+    noise: float = 0.1
+    init: str = "kmeans"
+    max_iter: int = 200
+    tol: float | None = 1e-4
+    patience: int = 3
+    warm_rows: int | None = None
+    init_rows: int = INIT_ROWS
+    learn_z: bool = True
+    seed: int = 0
+    passes: bool | str = "auto"
+    subsample: int = SGPR_SAMPLE_ROWS
+    refine: int = SGPR_REFINE_ITER
+    progress: bool = False
+    device: torch.device | str | None = None
+    dtype: torch.dtype | str = torch.float64
+    time_limit: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.passes not in ("auto", True, False):
+            raise ValueError(f"passes must be 'auto', True or False, got {self.passes!r}")
+        if isinstance(self.init, str) and self.init not in ("random", "kmeans"):
+            raise ValueError(f"init must be 'random', 'kmeans' or an (m, d) tensor of "
+                             f"inducing inputs, got {self.init!r}")
+        for name, low in (("m", 1), ("warm_rows", 1)):
+            if getattr(self, name) is not None:
+                setattr(self, name, check_int(name, getattr(self, name), low))
+        for name, low in (("max_iter", 1), ("patience", 1), ("init_rows", 0), ("seed", 0),
+                          ("subsample", 2), ("refine", 0)):
+            setattr(self, name, check_int(name, getattr(self, name), low))
+        self.noise = check_positive("noise", self.noise)
+        if self.tol is not None and not self.tol >= 0:
+            raise ValueError(f"tol must be a non-negative number or None, got {self.tol!r}")
+        self.dtype = as_dtype(self.dtype)
+        if self.time_limit is not None:
+            Deadline(self.time_limit)  # a ValueError for a negative or NaN one
+
+
 @register("sgpr", "sparse variational GP (Titsias 2009) with m free inducing inputs and "
           "the hyperparameters by L-BFGS on the VFE bound: vector inputs; rows in memory, "
           "or past 250 000 rows (or in files, on a cluster) a sample's search refined by "
           "passes over all rows; m trades time (∝ n m²) for accuracy", reads="passes",
           chooses_kernel=True)
+@takes_options(SGPROptions)
 def fit_sgpr_method(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
-                    m: int | None = None, noise: float = 0.1, init: str = "kmeans",
-                    max_iter: int = 200, tol: float | None = 1e-4, patience: int = 3,
-                    warm_rows: int | None = None,
-                    init_rows: int = INIT_ROWS, learn_z: bool = True, seed: int = 0,
-                    passes: bool | str = "auto", subsample: int = SGPR_SAMPLE_ROWS,
-                    refine: int = SGPR_REFINE_ITER, progress: bool = False,
-                    device: torch.device | str | None = None,
-                    dtype: torch.dtype | str = torch.float64,
-                    time_limit: float | None = None
-                    ) -> tuple[SGPR | StreamedSGPR, FitResult]:
+                    **options: Any) -> tuple[SGPR | StreamedSGPR, FitResult]:
     """``method="sgpr"``: m defaults to min(n, 512), initial Z at k-means centres;
     ``warm_rows`` (default 8000 when n > 16 000, else none) is the size of the sample the
     search starts on; ``tol``, ``patience``: stop once the bound moves by less than tol
@@ -97,51 +134,38 @@ def fit_sgpr_method(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kern
     ``time_limit`` (seconds; ``method="auto"`` passes what is left of its budget): every
     search stops between iterations once it has passed, keeping the best bound so far
     (and warns); the second start is skipped."""
-    deadline = Deadline.of(time_limit)
+    o = SGPROptions(**options)
+    deadline = Deadline.of(o.time_limit)
     rows = as_rows(X, y)
-    init_rows = check_int("init_rows", init_rows, 0)
-    if passes not in ("auto", True, False):
-        raise ValueError(f"passes must be 'auto', True or False, got {passes!r}")
     held = rows.held
-    if held is None and passes is False:
+    if held is None and o.passes is False:
         raise ValueError("passes=False needs the rows in memory; these are read from "
                          "their source: leave passes='auto'")
-    sample = functools.partial(_fit_held, kernel=kernel, m=m, noise=noise, init=init,
-                               max_iter=max_iter, tol=tol, patience=patience,
-                               warm_rows=warm_rows, init_rows=init_rows, learn_z=learn_z,
-                               seed=seed, progress=progress, device=device, dtype=dtype,
-                               deadline=deadline)
-    if held is not None and (passes is False or passes == "auto"
+    sample = functools.partial(_fit_held, kernel=kernel, o=o, deadline=deadline)
+    if held is not None and (o.passes is False or o.passes == "auto"
                              and held[0].shape[0] <= SGPR_HELD_ROWS):
         return sample(*held)
     check_constant_diagonal(kernel)  # before any pass
-    return _timed(fit_sgpr_passes(rows, sample, check_int("subsample", subsample, 2),
-                                  check_int("refine", refine, 0), seed=seed,
-                                  progress=progress, dtype=as_dtype(dtype), device=device,
+    return _timed(fit_sgpr_passes(rows, sample, o.subsample, o.refine, seed=o.seed,
+                                  progress=o.progress, dtype=o.dtype, device=o.device,
                                   deadline=deadline))
 
 
-def _fit_held(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, m: int | None, noise: float,
-              init: str, max_iter: int, tol: float | None, patience: int,
-              warm_rows: int | None, init_rows: int, learn_z: bool, seed: int,
-              progress: bool, device, dtype, deadline: Deadline | None
-              ) -> tuple[SGPR, FitResult]:
+def _fit_held(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, o: SGPROptions,
+              deadline: Deadline | None) -> tuple[SGPR, FitResult]:
     """The fit on rows held in memory (every row, or the passes' sample)."""
     n = int(X.shape[0])
-    m = min(n, DEFAULT_M) if m is None else check_int("m", m, 1)
-    if warm_rows is None and n > WARM_ABOVE:
-        warm_rows = WARM_ROWS
+    m = min(n, DEFAULT_M) if o.m is None else o.m
+    warm_rows = WARM_ROWS if o.warm_rows is None and n > WARM_ABOVE else o.warm_rows
     given = copy.deepcopy(kernel)
-    first = _fit(X, y, kernel, m, noise, init, seed, max_iter, tol, patience, warm_rows,
-                 learn_z, progress, device, dtype, sqrt_d_start, deadline)
-    if init_rows < 2 or not noise_above(first[0], y, PLATEAU) or \
+    first = _fit(X, y, kernel, m, o.noise, warm_rows, o, sqrt_d_start, deadline)
+    if o.init_rows < 2 or not noise_above(first[0], y, PLATEAU) or \
             first[1].reason == OUT_OF_TIME:
         return _timed(first)
-    exact = functools.partial(fit_exact, kernel=given, noise=noise, seed=seed,
-                              dtype=as_dtype(dtype), device=device)
-    noise = exact_start_on_sample(X, y, init_rows, seed, exact)
-    second = _fit(X, y, given, m, noise, init, seed, max_iter, tol, patience, warm_rows,
-                  learn_z, progress, device, dtype, None, deadline)
+    exact = functools.partial(fit_exact, kernel=given, noise=o.noise, seed=o.seed,
+                              dtype=o.dtype, device=o.device)
+    noise = exact_start_on_sample(X, y, o.init_rows, o.seed, exact)
+    second = _fit(X, y, given, m, noise, warm_rows, o, None, deadline)
     return _timed(keep_lower(first, second))
 
 
@@ -151,11 +175,10 @@ def _timed(fit: tuple[Any, FitResult]) -> tuple[Any, FitResult]:
     return fit
 
 
-def _fit(X, y, kernel, m, noise, init, seed, max_iter, tol, patience, warm_rows, learn_z,
-         progress, device, dtype, prepare, deadline) -> tuple[SGPR, FitResult]:
-    return fit_sgpr(X, y, kernel, m, noise=noise, init=init, seed=seed,
-                    max_iter=check_int("max_iter", max_iter, 1), learn_z=learn_z,
-                    dtype=as_dtype(dtype), device=device, tol=tol,
-                    warm_rows=None if warm_rows is None else check_int("warm_rows", warm_rows, 1),
-                    kmeans_rows=KMEANS_ROWS, progress=progress, prepare=prepare,
-                    patience=check_int("patience", patience, 1), deadline=deadline)
+def _fit(X, y, kernel, m: int, noise: float, warm_rows: int | None, o: SGPROptions,
+         prepare, deadline) -> tuple[SGPR, FitResult]:
+    return fit_sgpr(X, y, kernel, m, noise=noise, init=o.init, seed=o.seed,
+                    max_iter=o.max_iter, learn_z=o.learn_z, dtype=o.dtype, device=o.device,
+                    tol=o.tol, warm_rows=warm_rows, kmeans_rows=KMEANS_ROWS,
+                    progress=o.progress, prepare=prepare, patience=o.patience,
+                    deadline=deadline)

@@ -6,6 +6,8 @@ the inducing-point baseline of the unbiased-stochastic paper. Registered with
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -13,32 +15,67 @@ from ..io.rows import Rows, as_rows
 from ..kernels import Kernel
 from ..models import SVGP
 from ..train import FitResult
-from ..train.minibatch import check_batch_size
+from ..train.minibatch import DEFAULT_LR, check_batch_size, check_lr_schedule
 from ..train.svgp import fit_svgp
-from ..validation import as_dtype
+from ..validation import as_dtype, check_int, check_positive
+from .options import takes_options
 from .registry import register
+
+
+@dataclass
+class SVGPOptions:
+    """The options of ``method="svgp"`` (:func:`fit_svgp_method` and
+    :func:`gpscale.train.svgp.fit_svgp` say what each does), checked; the sizes that
+    default from n (num_inducing, batch_size, epochs) are set by the fit."""
+
+    num_inducing: int | None = None
+    batch_size: int | None = None
+    epochs: float | None = None
+    lr: float | None = None
+    lr_schedule: str = "constant"
+    optimizer: str = "adam"
+    seed: int = 0
+    noise: float = 0.1
+    progress: bool = False
+    device: torch.device | str | None = None
+    buffer_rows: int | None = None
+    dtype: torch.dtype | str = torch.float64
+
+    def __post_init__(self) -> None:
+        # batch_size is checked against n by the fit (check_batch_size)
+        for name in ("num_inducing", "buffer_rows"):
+            if getattr(self, name) is not None:
+                setattr(self, name, check_int(name, getattr(self, name), 1))
+        if self.epochs is not None:
+            check_positive("epochs", self.epochs)
+        if self.lr is not None:
+            check_positive("lr", self.lr)
+        check_lr_schedule(self.lr_schedule)
+        if str(self.optimizer).lower() not in DEFAULT_LR:
+            raise ValueError(f"optimizer={self.optimizer!r} is not one of {sorted(DEFAULT_LR)}")
+        self.seed = check_int("seed", self.seed, 0)
+        check_positive("noise", self.noise)
+        self.dtype = as_dtype(self.dtype)
 
 
 @register("svgp", "stochastic variational GP (Hensman et al. 2015), minibatch ELBO: the "
           "usual large-n baseline; minibatches streamed from files",
           reads="minibatches")
+@takes_options(SVGPOptions)
 def fit_svgp_method(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kernel,
-                    num_inducing: int | None = None, batch_size: int | None = None,
-                    epochs: float | None = None, lr: float | None = None,
-                    lr_schedule: str = "constant", optimizer: str = "adam", seed: int = 0,
-                    noise: float = 0.1, progress: bool = False,
-                    device: torch.device | str | None = None,
-                    buffer_rows: int | None = None,
-                    dtype: torch.dtype | str = torch.float64) -> tuple[SVGP, FitResult]:
+                    **options: Any) -> tuple[SVGP, FitResult]:
     """``method="svgp"``: batch_size defaults to min(256, n), num_inducing to the batch
     size (as in the paper), epochs to max(20, enough for 1000 steps)."""
+    o = SVGPOptions(**options)
     rows = as_rows(X, y)
     n = rows.n
-    batch_size = min(256, n) if batch_size is None else batch_size
+    batch_size = min(256, n) if o.batch_size is None else o.batch_size
     batch_size = check_batch_size(batch_size, n)
-    num_inducing = batch_size if num_inducing is None else num_inducing
+    num_inducing = batch_size if o.num_inducing is None else o.num_inducing
+    epochs = o.epochs
     if epochs is None:
         epochs = max(20, math.ceil(1000 / math.ceil(n / batch_size)))
-    return fit_svgp(rows, None, kernel, num_inducing, batch_size, epochs, optimizer=optimizer,
-                    lr=lr, lr_schedule=lr_schedule, noise=noise, seed=seed, progress=progress,
-                    dtype=as_dtype(dtype), device=device, buffer_rows=buffer_rows)
+    return fit_svgp(rows, None, kernel, num_inducing, batch_size, epochs,
+                    optimizer=o.optimizer, lr=o.lr, lr_schedule=o.lr_schedule, noise=o.noise,
+                    seed=o.seed, progress=o.progress, dtype=o.dtype, device=o.device,
+                    buffer_rows=o.buffer_rows)

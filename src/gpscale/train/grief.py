@@ -356,6 +356,27 @@ def fit_grief_i(
         orth = OrthogonalGrief.from_statistics(gram, proj, yy, n, normalize=False)
         k, nlml_and_grad = orth.rank, orth.nlml_and_grad
     noise0 = float(theta["noise"])
+    log_target = _log_posterior(nlml_and_grad, k, noise0, w_prior, noise_prior_variance,
+                                dtype, dev)
+    z0 = torch.zeros(k + 1, dtype=dtype, device=dev)
+    z0[-1] = math.log(noise0)  # the prior modes: w = 1, σ² = σ₀²
+    chain = mala(log_target, z0, n_iter=n_iter, warmup=burn, thin=thin, seed=seed,
+                 progress=progress)
+    v = torch.exp(chain.samples)
+    if basis == "eigen":
+        return ReweightedGriefPosterior(features, s0, gram, proj, yy, v[:, :-1], v[:, -1],
+                                        n=n), chain
+    X_kept = data.rows.get("X")  # None when the rows were streamed
+    return GriefIPosterior.from_orthogonal(features, s0, orth, v[:, :-1], v[:, -1],
+                                           X=X_kept), chain
+
+
+def _log_posterior(nlml_and_grad, k: int, noise0: float, w_prior: tuple[float, float],
+                   noise_prior_variance: float, dtype: torch.dtype, dev: torch.device):
+    """GRIEF-I's target on z = log(w, σ²) (k weights, then σ²) and its gradient: the log
+    marginal likelihood ``-nlml_and_grad(w, σ²)``, the log-normal priors (mode, variance)
+    ``w_prior`` on each wᵢ and (``noise0``, ``noise_prior_variance``) on σ², and the
+    log-Jacobian Σ z of v = eᶻ."""
     mu_w, tau2_w = lognormal_from_mode_variance(*w_prior)
     mu_n, tau2_n = lognormal_from_mode_variance(noise0, noise_prior_variance)
     mu = torch.full((k + 1,), mu_w, dtype=dtype, device=dev)
@@ -375,14 +396,4 @@ def fit_grief_i(
         grad = torch.cat([-g_w * v[:-1], (-g_noise * v[-1]).reshape(1)]) - (z - mu) / tau2
         return -nlml + log_prior, grad
 
-    z0 = torch.zeros(k + 1, dtype=dtype, device=dev)
-    z0[-1] = math.log(noise0)  # the prior modes: w = 1, σ² = σ₀²
-    chain = mala(log_target, z0, n_iter=n_iter, warmup=burn, thin=thin, seed=seed,
-                 progress=progress)
-    v = torch.exp(chain.samples)
-    if basis == "eigen":
-        return ReweightedGriefPosterior(features, s0, gram, proj, yy, v[:, :-1], v[:, -1],
-                                        n=n), chain
-    X_kept = data.rows.get("X")  # None when the rows were streamed
-    return GriefIPosterior.from_orthogonal(features, s0, orth, v[:, :-1], v[:, -1],
-                                           X=X_kept), chain
+    return log_target

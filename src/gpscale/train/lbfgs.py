@@ -92,50 +92,27 @@ def fit_lbfgs(
     count as a very large objective, so the line search backs off. Ctrl-C stops the
     search and keeps the best parameters seen so far.
     """
-    if ftol is not None and not ftol >= 0:
-        raise ValueError(f"ftol must be a non-negative number or None, got {ftol!r}")
-    if tol is not None and not tol >= 0:
-        raise ValueError(f"tol must be a non-negative number or None, got {tol!r}")
-    for name, v in (("max_ls", max_ls), ("restart_iter", restart_iter)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
-            raise ValueError(f"{name} must be a positive int or None, got {v!r}")
-    if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
-        raise ValueError(f"patience must be a positive int, got {patience!r}")
+    _check_stopping(ftol, tol, max_ls, restart_iter, patience)
     objective = objective if objective is not None else model.nlml
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("the model has no trainable parameters")
-    if n_points is None:  # rows of data (an exact GP's merged copies count each)
-        n = getattr(model, "observations", getattr(model, "n", None))
-        n_points = n if isinstance(n, int) and n > 0 else 1
-    stop_below = None if tol is None else tol * n_points
+    stop_below = None if tol is None else tol * _points(model, n_points)
     gen = as_generator(seed)
     start = snapshot(params)
     t0 = time.perf_counter()
     inits: list[Callable[[nn.Module], None] | None] = [None, *starts]
     inits += [lambda m: _perturb(m, gen)] * restarts
     cheap = restart_iter is not None and len(inits) > 1 and restart_iter < max_iter
-    runs: list[_Run] = []
-    for k, init in enumerate(inits):
-        restore(params, start)
-        if init is not None:
-            init(model)
-        run = _Run(model, objective, params, max_iter, tol_grad, tol_change, history_size,
-                   progress, t0, ftol, max_ls, stop_below, patience, index=k,
-                   deadline=deadline)
-        run.advance(restart_iter if cheap else max_iter)
-        runs.append(run)
-        if run.reason == "interrupted":
-            break
-    finite = [r for r in runs if math.isfinite(r.best_f)]
-    if not finite and runs and runs[-1].reason == "interrupted":
-        restore(params, start)
-        raise KeyboardInterrupt  # stopped before any evaluation finished: nothing to keep
-    if not finite:
-        raise RuntimeError(
-            "L-BFGS found no evaluation with a finite objective; check the data "
-            "(standardise X and y) and the initial hyperparameters"
-        )
+
+    def new_run(k: int) -> _Run:
+        return _Run(model, objective, params, max_iter, tol_grad, tol_change, history_size,
+                    progress, t0, ftol, max_ls, stop_below, patience, index=k,
+                    deadline=deadline)
+
+    runs = _start_runs(model, params, start, inits, new_run,
+                       restart_iter if cheap else max_iter)
+    finite = _finite_runs(runs, params, start)
     best = min(finite, key=lambda r: r.best_f)
     interrupted = runs[-1].reason == "interrupted"
     if cheap and best.reason in OUT_OF_BUDGET and not interrupted:
@@ -159,6 +136,64 @@ def fit_lbfgs(
         wall_s=time.perf_counter() - t0,
         n_evals=sum(r.n_evals for r in runs),
     )
+
+
+def _check_stopping(ftol: float | None, tol: float | None, max_ls: int | None,
+                    restart_iter: int | None, patience: int) -> None:
+    """ValueError naming the first stopping option of :func:`fit_lbfgs` that is bad."""
+    if ftol is not None and not ftol >= 0:
+        raise ValueError(f"ftol must be a non-negative number or None, got {ftol!r}")
+    if tol is not None and not tol >= 0:
+        raise ValueError(f"tol must be a non-negative number or None, got {tol!r}")
+    for name, v in (("max_ls", max_ls), ("restart_iter", restart_iter)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < 1):
+            raise ValueError(f"{name} must be a positive int or None, got {v!r}")
+    if isinstance(patience, bool) or not isinstance(patience, int) or patience < 1:
+        raise ValueError(f"patience must be a positive int, got {patience!r}")
+
+
+def _points(model: nn.Module, n_points: int | None) -> int:
+    """The points ``tol`` is per: ``n_points``, else the model's rows of data (an exact
+    GP's merged copies count each), else 1."""
+    if n_points is None:
+        n = getattr(model, "observations", getattr(model, "n", None))
+        n_points = n if isinstance(n, int) and n > 0 else 1
+    return n_points
+
+
+def _start_runs(model: nn.Module, params: list[torch.Tensor], start: list[torch.Tensor],
+                inits: list[Callable[[nn.Module], None] | None],
+                new_run: Callable[[int], _Run], iterations: int) -> list[_Run]:
+    """One run per start, each from the initial values ``start`` (then ``init``),
+    advanced ``iterations`` iterations; Ctrl-C ends the list at the run it stopped."""
+    runs: list[_Run] = []
+    for k, init in enumerate(inits):
+        restore(params, start)
+        if init is not None:
+            init(model)
+        run = new_run(k)
+        run.advance(iterations)
+        runs.append(run)
+        if run.reason == "interrupted":
+            break
+    return runs
+
+
+def _finite_runs(runs: list[_Run], params: list[torch.Tensor],
+                 start: list[torch.Tensor]) -> list[_Run]:
+    """The runs whose best objective is finite; KeyboardInterrupt (parameters back at
+    ``start``) when Ctrl-C came before any evaluation finished, RuntimeError when no
+    evaluation was finite."""
+    finite = [r for r in runs if math.isfinite(r.best_f)]
+    if not finite and runs and runs[-1].reason == "interrupted":
+        restore(params, start)
+        raise KeyboardInterrupt  # stopped before any evaluation finished: nothing to keep
+    if not finite:
+        raise RuntimeError(
+            "L-BFGS found no evaluation with a finite objective; check the data "
+            "(standardise X and y) and the initial hyperparameters"
+        )
+    return finite
 
 
 def guarded(objective: Callable[[], torch.Tensor], best_f: float,

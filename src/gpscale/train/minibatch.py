@@ -147,37 +147,14 @@ def run_minibatch(
     batch_size = check_batch_size(batch_size, n)
     schedule = LR_SCHEDULES[check_lr_schedule(lr_schedule)]
     base_lrs = [[group["lr"] for group in opt.param_groups] for opt in optimizers]
-    if not epochs > 0:
-        raise ValueError(f"epochs must be positive, got {epochs}")
-    steps_per_epoch = math.ceil(n / batch_size)
-    total = max(1, math.ceil(epochs * steps_per_epoch))
-    eval_every = steps_per_epoch if eval_every is None else int(eval_every)
-    if eval_every < 1:
-        raise ValueError(f"eval_every must be a positive integer, got {eval_every}")
+    steps_per_epoch, total, eval_every = _plan_steps(n, batch_size, epochs, eval_every)
     gen = make_generator(seed)
     if batches is None:
         def batches(g: torch.Generator) -> Iterator[torch.Tensor]:
             return epoch_batches(n, batch_size, g, device)
     t0 = time.perf_counter()
-    best = {"value": math.inf, "params": snapshot(params), "step": 0}
-    history: list[dict] = []
-    batch_values: list[float] = []
     bar = progress_bar(progress, total=total, desc=method, leave=False)
-
-    def checkpoint(t: int) -> None:
-        row = {"iter": t, "epoch": t / steps_per_epoch, "time_s": time.perf_counter() - t0,
-               "lr_factor": schedule(max(t, 1), total)}
-        if batch_values:
-            row["batch_objective"] = sum(batch_values) / len(batch_values)
-            batch_values.clear()
-        if evaluate is not None:
-            value = float(evaluate())
-            row["objective"] = value
-            if math.isfinite(value) and value < best["value"]:
-                best.update(value=value, params=snapshot(params), step=t)
-            bar.set_postfix(objective=f"{value:.5g}")
-        history.append(row)
-
+    checks = _Checkpoints(params, evaluate, schedule, total, steps_per_epoch, bar, t0)
     reason, t = "max_epochs", 0
     try:
         while t < total:
@@ -190,14 +167,14 @@ def run_minibatch(
                         group["lr"] = base * factor
                 value = step(batch, t)
                 if value is not None:
-                    batch_values.append(float(value))
+                    checks.batch_values.append(float(value))
                 if (value is not None and not math.isfinite(float(value))) or not all(
                         bool(torch.isfinite(p).all()) for p in params):
                     reason = "diverged"
                     break
                 bar.update(1)
                 if t % eval_every == 0 or t == total:
-                    checkpoint(t)
+                    checks(t)
                 if t >= total or (max_time is not None and time.perf_counter() - t0 > max_time):
                     break
             getattr(epoch, "close", lambda: None)()  # a stream lets go of its files now
@@ -210,18 +187,68 @@ def run_minibatch(
         reason = "interrupted"
     finally:
         bar.close()
-    if evaluate is not None:
-        if reason != "diverged" and (not history or history[-1]["iter"] != t):
-            checkpoint(t)
-        if not math.isfinite(best["value"]):
-            raise RuntimeError(f"{method}: no evaluation gave a finite objective; "
-                               "lower the learning rate or check the data")
-        restore(params, best["params"])
-        objective = best["value"]
-    else:
-        if reason == "diverged":
-            restore(params, best["params"])
-        objective = history[-1].get("batch_objective", math.nan) if history else math.nan
+    objective = checks.finish(t, reason, method)
     return FitResult(method=method, theta=theta() if theta is not None else {},
-                     objective=objective, history=history, converged=False, reason=reason,
+                     objective=objective, history=checks.history, converged=False, reason=reason,
                      wall_s=time.perf_counter() - t0, n_evals=t)
+
+
+def _plan_steps(n: int, batch_size: int, epochs: float, eval_every: int | None
+                ) -> tuple[int, int, int]:
+    """(steps per epoch, planned steps, steps between checkpoints) of
+    :func:`run_minibatch`; ValueError for a bad ``epochs`` or ``eval_every``."""
+    if not epochs > 0:
+        raise ValueError(f"epochs must be positive, got {epochs}")
+    steps_per_epoch = math.ceil(n / batch_size)
+    total = max(1, math.ceil(epochs * steps_per_epoch))
+    eval_every = steps_per_epoch if eval_every is None else int(eval_every)
+    if eval_every < 1:
+        raise ValueError(f"eval_every must be a positive integer, got {eval_every}")
+    return steps_per_epoch, total, eval_every
+
+
+class _Checkpoints:
+    """The checkpoints of :func:`run_minibatch`: a history row each (with the mean batch
+    objective since the last and, with ``evaluate``, its value), the best iterate seen,
+    and at the end the objective the run reports."""
+
+    def __init__(self, params: list[torch.Tensor], evaluate: Callable[[], float] | None,
+                 schedule: Callable[[int, int], float], total: int, steps_per_epoch: int,
+                 bar: Any, t0: float) -> None:
+        self.params, self.evaluate, self.schedule = params, evaluate, schedule
+        self.total, self.steps_per_epoch, self.bar, self.t0 = total, steps_per_epoch, bar, t0
+        self.best = {"value": math.inf, "params": snapshot(params), "step": 0}
+        self.history: list[dict] = []
+        self.batch_values: list[float] = []
+
+    def __call__(self, t: int) -> None:
+        row = {"iter": t, "epoch": t / self.steps_per_epoch,
+               "time_s": time.perf_counter() - self.t0,
+               "lr_factor": self.schedule(max(t, 1), self.total)}
+        if self.batch_values:
+            row["batch_objective"] = sum(self.batch_values) / len(self.batch_values)
+            self.batch_values.clear()
+        if self.evaluate is not None:
+            value = float(self.evaluate())
+            row["objective"] = value
+            if math.isfinite(value) and value < self.best["value"]:
+                self.best.update(value=value, params=snapshot(self.params), step=t)
+            self.bar.set_postfix(objective=f"{value:.5g}")
+        self.history.append(row)
+
+    def finish(self, t: int, reason: str, method: str) -> float:
+        """After the loop ended at step ``t`` for ``reason``: a last checkpoint where
+        the run evaluates and none was at t, the best iterate's parameters restored
+        (with ``evaluate``, or where the run diverged), and the objective to report."""
+        if self.evaluate is not None:
+            if reason != "diverged" and (not self.history or self.history[-1]["iter"] != t):
+                self(t)
+            if not math.isfinite(self.best["value"]):
+                raise RuntimeError(f"{method}: no evaluation gave a finite objective; "
+                                   "lower the learning rate or check the data")
+            restore(self.params, self.best["params"])
+            return self.best["value"]
+        if reason == "diverged":
+            restore(self.params, self.best["params"])
+        return (self.history[-1].get("batch_objective", math.nan) if self.history
+                else math.nan)

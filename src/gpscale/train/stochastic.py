@@ -191,45 +191,95 @@ def fit_minimax(
     model, alpha = _setup(X, y, features, noise, dtype, device)
     n = model.n
     batches, rows, draw = _reader(model, batch_size, seed, buffer_rows)
-    w0, gram = _init_w(model)
-    w = w0.clone().requires_grad_(True)
-    sigma2 = model.noise.detach().clone().requires_grad_(True)
-    d = gram.shape[0]
-    A_bar = ((gram + sigma2.detach() * torch.eye(d, dtype=gram.dtype, device=gram.device))
-             / n).requires_grad_(True)
-    with torch.no_grad():  # ‖A‖A⁻¹ at A₀ (Cholesky solve), for μ="auto" and the dual start
-        scaled_inv = torch.linalg.matrix_norm(A_bar) * torch.cholesky_solve(
-            torch.eye(d, dtype=gram.dtype, device=gram.device),
-            robust_cholesky(A_bar.detach()))
-    if mu == "auto":
-        mu = 2.0 * float(torch.linalg.matrix_norm(scaled_inv))
-    B0 = project_B(-scaled_inv / mu) if dual_init == "balanced" else torch.zeros_like(gram)
-    B = B0.clone().requires_grad_(True)
-    opt_min = make_optimizer(optimizer, [w, sigma2, A_bar, *alpha], lr)
-    opt_max = make_optimizer(optimizer, [B], lr_max if lr_max is not None else lr)
-    steps_per_epoch = math.ceil(n / check_batch_size(batch_size, n))
+    game = _Minimax(model, alpha, rows, draw, mu=mu, dual_init=dual_init,
+                    projection=projection, noise_min=noise_min, zeta_max=zeta_max)
+    game.optimizers(optimizer, lr, lr_max)
+    game.penalty(mu_growth, mu_max, math.ceil(n / check_batch_size(batch_size, n)))
+    warn_few_steps("minimax", n, batch_size, epochs, stacklevel=5)
+    result = run_minibatch(game.step, game.params, n, batch_size, epochs,
+                           evaluate=game.evaluator(track_constraint), eval_every=eval_every,
+                           seed=seed, max_time=max_time, device=model.noise.device,
+                           progress=progress, method="minimax", theta=_theta(model),
+                           optimizers=(game.opt_min, game.opt_max), lr_schedule=lr_schedule,
+                           batches=batches)
+    game.sync()
+    _done(model)
+    game.annotate(result.history)
+    return model, result
 
-    # what the last projection knows of A_bar: its eigendecomposition (λ, U) ("eigh") or
-    # (log|A_bar|, A_bar⁻¹) ("auto"); the next step takes log|A| and its gradient from it
-    # instead of a Cholesky factor (None before the first)
-    spectrum = None
-    log_n = d * math.log(n)
-    # the inside test (a Cholesky) is wasted while A keeps leaving Ω₁ (AdaDelta's steps
-    # do at every step): after a clip it waits 1, 2, 4, … up to 64 projections
-    backoff = {"wait": 0, "next": 1}
 
-    def project() -> None:
-        nonlocal spectrum
+class _Minimax:
+    """One MINIMAX run (:func:`fit_minimax`): the minimiser's ζ = (w, σ², A/n, α) and the
+    maximiser's B, their optimisers, the projection onto Ω₁ with what it knows of A, the
+    penalty μ_t, and the constraint gaps tracked at the checkpoints."""
+
+    def __init__(self, model: FeatureGP, alpha: list[torch.Tensor], rows, draw, *,
+                 mu: float | str, dual_init: str, projection: str, noise_min: float,
+                 zeta_max: float | None) -> None:
+        """The start: w at argmin_w l(θ₀), A at F₀, B at the dual start (one statistics
+        pass); ``rows``, ``draw``: how the run reads a batch and draws S̄
+        (:func:`_reader`)."""
+        self.model, self.alpha, self.rows, self.draw = model, alpha, rows, draw
+        self.projection, self.n = projection, model.n
+        self.noise_min, self.zeta_max = noise_min, zeta_max  # Ω₁'s bounds
+        w0, gram = _init_w(model)
+        self.w = w0.clone().requires_grad_(True)
+        self.sigma2 = model.noise.detach().clone().requires_grad_(True)
+        d = gram.shape[0]
+        eye = torch.eye(d, dtype=gram.dtype, device=gram.device)
+        self.A_bar = ((gram + self.sigma2.detach() * eye) / self.n).requires_grad_(True)
+        with torch.no_grad():  # ‖A‖A⁻¹ at A₀ (Cholesky solve), for μ="auto" and the dual start
+            scaled_inv = torch.linalg.matrix_norm(self.A_bar) * torch.cholesky_solve(
+                eye, robust_cholesky(self.A_bar.detach()))
+        if mu == "auto":
+            mu = 2.0 * float(torch.linalg.matrix_norm(scaled_inv))
+        self.mu = mu
+        B0 = (project_B(-scaled_inv / mu) if dual_init == "balanced"
+              else torch.zeros_like(gram))
+        self.B = B0.clone().requires_grad_(True)
+        # what the last projection knows of A_bar: its eigendecomposition (λ, U) ("eigh")
+        # or (log|A_bar|, A_bar⁻¹) ("auto"); the next step takes log|A| and its gradient
+        # from it instead of a Cholesky factor (None before the first)
+        self.spectrum = None
+        self.log_n = d * math.log(self.n)
+        # the inside test (a Cholesky) is wasted while A keeps leaving Ω₁ (AdaDelta's
+        # steps do at every step): after a clip it waits 1, 2, 4, … up to 64 projections
+        self.backoff = {"wait": 0, "next": 1}
+        self.gaps: list[float] = []
+
+    @property
+    def params(self) -> list[torch.Tensor]:
+        """Every iterate the loop keeps the best of."""
+        return [self.w, self.sigma2, self.A_bar, self.B, *self.alpha]
+
+    def optimizers(self, name: str, lr: float | None, lr_max: float | None) -> None:
+        """The minimiser's optimiser over ζ (rate lr) and the maximiser's over B (lr_max,
+        default lr)."""
+        self.opt_min = make_optimizer(name, [self.w, self.sigma2, self.A_bar, *self.alpha],
+                                      lr)
+        self.opt_max = make_optimizer(name, [self.B], lr_max if lr_max is not None else lr)
+
+    def penalty(self, growth: float, most: float, steps_per_epoch: int) -> None:
+        """μ_t: μ times ``growth`` after every epoch, at most ``most``."""
+        self.mu_growth, self.mu_max, self.steps_per_epoch = growth, most, steps_per_epoch
+
+    def mu_at(self, t: int) -> float:
+        return min(self.mu * self.mu_growth ** ((t - 1) // self.steps_per_epoch), self.mu_max)
+
+    def project(self) -> None:
+        """ζ onto Ω₁ (step 1's proj_Ω₁), keeping what the projection learnt of A."""
+        n, A_bar, zeta_max = self.n, self.A_bar, self.zeta_max
         with torch.no_grad():
-            sigma2.clamp_(min=noise_min, max=zeta_max)
-            if projection == "eigh":
-                projected, spectrum = project_A(A_bar, sigma2 / n, zeta_max,
-                                                return_eig=True)
+            self.sigma2.clamp_(min=self.noise_min, max=zeta_max)
+            if self.projection == "eigh":
+                projected, self.spectrum = project_A(A_bar, self.sigma2 / n, zeta_max,
+                                                     return_eig=True)
             else:
+                backoff = self.backoff
                 test = backoff["wait"] == 0
                 backoff["wait"] = max(backoff["wait"] - 1, 0)
-                projected, spectrum, clipped = project_A_factored(
-                    A_bar, sigma2 / n, zeta_max, test_inside=test)
+                projected, self.spectrum, clipped = project_A_factored(
+                    A_bar, self.sigma2 / n, zeta_max, test_inside=test)
                 if test and clipped:
                     backoff["wait"] = backoff["next"]
                     backoff["next"] = min(2 * backoff["next"], 64)
@@ -237,63 +287,62 @@ def fit_minimax(
                     backoff["next"] = 1
             A_bar.copy_(projected)
             if zeta_max is not None:
-                for p in (w, *alpha):
+                for p in (self.w, *self.alpha):
                     p.clamp_(-zeta_max, zeta_max)
 
-    def step(batch, t: int) -> float:
-        mu_t = min(mu * mu_growth ** ((t - 1) // steps_per_epoch), mu_max)
-        X_S, y_S = rows(batch)
+    def step(self, batch, t: int) -> float:
+        """Steps 1 and 2 on the batch; the batch estimate of the NLML per point."""
+        n, spectrum, B, mu_t = self.n, self.spectrum, self.B, self.mu_at(t)
+        X_S, y_S = self.rows(batch)
         s = X_S.shape[0]
-        opt_min.zero_grad(set_to_none=True)
-        phi = model.features(X_S)
+        self.opt_min.zero_grad(set_to_none=True)
+        phi = self.model.features(X_S)
         eig = known = None  # log|n A_bar| = d log n + log|A_bar|, (n A_bar)⁻¹ = A_bar⁻¹/n
-        if spectrum is not None and projection == "eigh":
+        if spectrum is not None and self.projection == "eigh":
             eig = (n * spectrum[0], spectrum[1])
         elif spectrum is not None:
-            known = (spectrum[0] + log_n, spectrum[1] / n)
-        loss = (n / s) * psi_batch(phi, y_S, n, w, sigma2, n * A_bar, B.detach(), mu_t,
-                                   eig=eig, known=known)
+            known = (spectrum[0] + self.log_n, spectrum[1] / n)
+        loss = (n / s) * psi_batch(phi, y_S, n, self.w, self.sigma2, n * self.A_bar,
+                                   B.detach(), mu_t, eig=eig, known=known)
         loss.backward()
-        opt_min.step()
-        project()
+        self.opt_min.step()
+        self.project()
         with torch.no_grad():  # ascent in B on an independent batch S̄, at ζ_{t+1}
-            B.grad = -grad_B(model.features(draw(s)), n, sigma2, n * A_bar, mu_t)
-        opt_max.step()
+            B.grad = -grad_B(self.model.features(self.draw(s)), n, self.sigma2,
+                             n * self.A_bar, mu_t)
+        self.opt_max.step()
         with torch.no_grad():
             B.copy_(project_B(B))
         return _per_point(loss.detach(), n)
 
-    def sync() -> None:
-        model.noise = sigma2.detach().clone()
+    def sync(self) -> None:
+        """The model's σ² set to the iterate's."""
+        self.model.noise = self.sigma2.detach().clone()
 
-    exact, gaps = _evaluator(model, sync), []
+    def evaluator(self, track_constraint: bool):
+        """The exact NLML per point at a checkpoint; with ``track_constraint`` also the
+        gap ‖A − F(θ)‖/‖A‖, kept for :meth:`annotate`."""
+        exact = _evaluator(self.model, self.sync)
 
-    def evaluate() -> float:
-        value = exact()
-        if track_constraint:
-            with torch.no_grad():
-                gram = model.statistics()[0]
-                F = gram + sigma2 * torch.eye(gram.shape[0], dtype=gram.dtype,
-                                              device=gram.device)
-                A = n * A_bar
-                gaps.append(float(torch.linalg.matrix_norm(A - F)
-                                  / torch.linalg.matrix_norm(A)))
-        return value
+        def evaluate() -> float:
+            value = exact()
+            if track_constraint:
+                with torch.no_grad():
+                    gram = self.model.statistics()[0]
+                    F = gram + self.sigma2 * torch.eye(gram.shape[0], dtype=gram.dtype,
+                                                       device=gram.device)
+                    A = self.n * self.A_bar
+                    self.gaps.append(float(torch.linalg.matrix_norm(A - F)
+                                           / torch.linalg.matrix_norm(A)))
+            return value
+        return evaluate
 
-    warn_few_steps("minimax", n, batch_size, epochs, stacklevel=5)
-    result = run_minibatch(step, [w, sigma2, A_bar, B, *alpha], n, batch_size, epochs,
-                           evaluate=evaluate, eval_every=eval_every, seed=seed,
-                           max_time=max_time, device=model.noise.device, progress=progress,
-                           method="minimax", theta=_theta(model),
-                           optimizers=(opt_min, opt_max), lr_schedule=lr_schedule,
-                           batches=batches)
-    sync()
-    _done(model)
-    rows = [h for h in result.history if "objective" in h]
-    for row, gap in zip(rows, gaps):
-        row["constraint_gap"] = gap
-        row["mu"] = min(mu * mu_growth ** ((row["iter"] - 1) // steps_per_epoch), mu_max)
-    return model, result
+    def annotate(self, history: list[dict]) -> None:
+        """Each evaluated checkpoint's constraint gap and μ, where they were tracked."""
+        rows = [h for h in history if "objective" in h]
+        for row, gap in zip(rows, self.gaps):
+            row["constraint_gap"] = gap
+            row["mu"] = self.mu_at(row["iter"])
 
 
 def fit_scgd(
