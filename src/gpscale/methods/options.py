@@ -13,6 +13,7 @@ import typing
 from collections.abc import Callable
 from typing import Any
 
+from ..deadline import Deadline
 from ..validation import as_dtype, check_device
 from .registry import DATA_ARGUMENTS, METHODS, Method, option_parameters
 
@@ -63,12 +64,15 @@ def option_defaults(method: Method) -> dict[str, Any]:
 
 def _field_type(method: Method, name: str) -> tuple[type | None, bool]:
     """(bool, int or float, whether None is accepted too) for an option whose dataclass
-    field is declared as one of these, ``T | None`` included; (None, False) otherwise."""
+    field is declared as one of these, ``T | None`` included; (None, False) otherwise.
+    A :class:`~gpscale.deadline.Deadline` in the union is left aside: code hands one
+    down (``time_limit``), text gives the seconds."""
     cls = options_class(method)
     if cls is None:
         return None, False
     hint = typing.get_type_hints(cls).get(name)
-    kinds = typing.get_args(hint) if isinstance(hint, types.UnionType) else (hint,)
+    kinds = tuple(k for k in (typing.get_args(hint) if isinstance(hint, types.UnionType)
+                              else (hint,)) if k is not Deadline)
     plain = [k for k in kinds if k is not type(None)]
     if len(plain) == 1 and plain[0] in (bool, int, float):
         return plain[0], len(kinds) == 2

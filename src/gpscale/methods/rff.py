@@ -67,7 +67,7 @@ class RFFOptions:
     progress: bool = False
     device: torch.device | str | None = None
     dtype: torch.dtype | str = torch.float64
-    time_limit: float | None = None
+    time_limit: float | Deadline | None = None
 
     def __post_init__(self) -> None:
         self.num_features = check_int("num_features", self.num_features, 2)
@@ -78,8 +78,7 @@ class RFFOptions:
         self.refine = check_int("refine", self.refine, 0)
         if self.subsample not in (None, "auto"):
             check_int("subsample", self.subsample, 2)
-        if self.time_limit is not None:
-            Deadline(self.time_limit)  # a ValueError for a negative or NaN one
+        Deadline.check(self.time_limit)
 
 
 @register("rff", "random Fourier features (orthogonal), ML-II by L-BFGS: stationary "

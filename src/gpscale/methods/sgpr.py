@@ -85,7 +85,7 @@ class SGPROptions:
     progress: bool = False
     device: torch.device | str | None = None
     dtype: torch.dtype | str = torch.float64
-    time_limit: float | None = None
+    time_limit: float | Deadline | None = None
 
     def __post_init__(self) -> None:
         if self.passes not in ("auto", True, False):
@@ -103,8 +103,7 @@ class SGPROptions:
         if self.tol is not None and not self.tol >= 0:
             raise ValueError(f"tol must be a non-negative number or None, got {self.tol!r}")
         self.dtype = as_dtype(self.dtype)
-        if self.time_limit is not None:
-            Deadline(self.time_limit)  # a ValueError for a negative or NaN one
+        Deadline.check(self.time_limit)
 
 
 @register("sgpr", "sparse variational GP (Titsias 2009) with m free inducing inputs and "

@@ -42,7 +42,7 @@ class SPGPOptions:
     progress: bool = False
     device: torch.device | str | None = None
     dtype: torch.dtype | str = torch.float64
-    time_limit: float | None = None
+    time_limit: float | Deadline | None = None
 
     def __post_init__(self) -> None:
         if self.start not in ("snelson", "given"):
@@ -58,8 +58,7 @@ class SPGPOptions:
         self.dtype = as_dtype(self.dtype)
         if self.tol is not None and not self.tol >= 0:
             raise ValueError(f"tol must be a non-negative number or None, got {self.tol!r}")
-        if self.time_limit is not None:
-            Deadline(self.time_limit)  # a ValueError for a negative or NaN one
+        Deadline.check(self.time_limit)
 
 
 @register("spgp", "SPGP / FITC (Snelson & Ghahramani 2006) with m free pseudo-inputs and "
