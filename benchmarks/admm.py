@@ -88,6 +88,9 @@ def _arguments(p) -> None:
                    help="training sizes (default 500 1000 2000; --quick 500)")
     p.add_argument("--trials", type=int, default=None,
                    help="Monte-Carlo trials (paper: 50; default 10; --quick 1)")
+    p.add_argument("--first-trial", type=int, default=0,
+                   help="seed of the first trial (default 0): --first-trial 5 --trials 5 "
+                        "runs trials 5-9, to extend an earlier run")
     p.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     p.add_argument("--noise", type=float, default=0.1, help="noise variance of the data")
     p.add_argument("--init-scale", type=float, default=1.2,
@@ -269,7 +272,8 @@ def run(args, rec) -> None:
     rows: dict[tuple[str, int, str], list[dict]] = {}
     for name in args.kernels:
         for n in ns:
-            for trial in range(trials):
+            first = getattr(args, "first_trial", 0)
+            for trial in range(first, first + trials):
                 ds = synthetic_admm(name, n, seed=trial, noise=args.noise,
                                     device=args.device)
                 for method in args.methods:
