@@ -130,7 +130,8 @@ def table1(files, title):
 
 
 def times():
-    sets = [("n1000.jsonl", "paper"), ("n2000-se.jsonl", "paper"), ("n2000-lp.jsonl", "paper"),
+    sets = [("n1000.jsonl", "paper"), ("n2000-se.jsonl", "paper"),
+            ("n2000-lp.jsonl", "paper"), ("n2000-lp-1-4.jsonl", "paper"),
             ("n2000-lbfgs-cg-se.jsonl", "lbfgs-cg"), ("n2000-lbfgs-cg-lp.jsonl", "lbfgs-cg")]
     print("\n### Fit time against exact ML-II, synthetic (one thread; per trial means)\n")
     print("| kernel, n | preset | trials | admm-kfold fit s | exact fit s (same rows) | ratio | iterations per fold (median) | test RMSE admm / exact | test NLPD admm / exact |")
@@ -178,6 +179,6 @@ def times():
 
 if __name__ == "__main__":
     eps_tables()
-    table1(["n1000.jsonl", "n2000-se.jsonl", "n2000-lp.jsonl"],
+    table1(["n1000.jsonl", "n2000-se.jsonl", "n2000-lp.jsonl", "n2000-lp-1-4.jsonl"],
            "Table 1 at n = 1000 and 2000, paper preset (100 iterations)")
     times()
