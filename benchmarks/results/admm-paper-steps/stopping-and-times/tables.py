@@ -4,7 +4,6 @@
 import json
 import math
 import sys
-from collections import defaultdict
 from pathlib import Path
 
 import numpy as np
@@ -130,16 +129,16 @@ def table1(files, title):
 
 
 def times():
-    sets = [("n1000.jsonl", "paper"), ("n2000-se.jsonl", "paper"),
-            ("n2000-lp.jsonl", "paper"), ("n2000-lp-1-4.jsonl", "paper"),
-            ("n2000-lbfgs-cg-se.jsonl", "lbfgs-cg"), ("n2000-lbfgs-cg-lp.jsonl", "lbfgs-cg")]
+    sets = [(["n1000.jsonl"], "paper"), (["n2000-se.jsonl"], "paper"),
+            (["n2000-lp.jsonl", "n2000-lp-1-4.jsonl"], "paper"),
+            (["n2000-lbfgs-cg-se.jsonl"], "lbfgs-cg"), (["n2000-lbfgs-cg-lp.jsonl"], "lbfgs-cg")]
     print("\n### Fit time against exact ML-II, synthetic (one thread; per trial means)\n")
     print("| kernel, n | preset | trials | admm-kfold fit s | exact fit s (same rows) | ratio | iterations per fold (median) | test RMSE admm / exact | test NLPD admm / exact |")
     print("|---|---|---|---|---|---|---|---|---|")
-    ex_rows = [r for f, _ in sets for r in load(f) if r.get("method") == "exact"
+    ex_rows = [r for fs, _ in sets for f in fs for r in load(f) if r.get("method") == "exact"
                and r.get("kind") == "trial"]
-    for f, preset in sets:
-        rs = load(f)
+    for fs, preset in sets:
+        rs = [r for f in fs for r in load(f)]
         for k in ("se", "lp", "se+lp"):
             for n in (1000, 2000):
                 a = trials(rs, kernel=k, n=n, method="admm-kfold")
