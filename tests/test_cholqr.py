@@ -450,3 +450,70 @@ def test_info_pivots_refresh_and_replace():
     idx = torch.tensor(info.J)
     L = f.L
     assert torch.allclose(info.Rz, kern(X, X[idx]).detach() - L @ L[idx].mT, atol=1e-12)
+
+
+@pytest.mark.parametrize("noise", [1e-4, 0.05, 2.0])
+@pytest.mark.parametrize("kind", ["vfe", "dtc"])
+def test_one_pass_exact_gain_equals_dense_objective(kind, noise):
+    """exact_gain's one pass over Q (‖w‖² = ‖ℓ‖² + σ² − ‖Q[:n]ᵀℓ‖², ỹᵀw = yᵀℓ − (Qᵀỹ)ᵀr)
+    against the objective of I ∪ {j} recomputed from the n × n matrices in float64, down
+    to a noise far below the signal (where ‖w‖² ≈ σ² ≪ ‖ℓ‖²)."""
+    X, y, kern = _problem(40, 2, 13)
+    idx = [1, 7, 12, 20, 33]
+    f = CholQRFactors(kern, X, y, idx, noise, capacity=6)
+    K = kern(X).detach()
+
+    def dense(I):
+        KI = K[:, I]
+        Qn = KI @ torch.linalg.solve(K[I][:, I], KI.mT)
+        C = Qn + noise * torch.eye(40, dtype=K.dtype)
+        val = 0.5 * (y @ torch.linalg.solve(C, y) + torch.logdet(C) + 40 * math.log(2 * math.pi))
+        if kind == "vfe":
+            val = val + 0.5 * torch.trace(K - Qn) / noise
+        return float(val)
+
+    base = dense(idx)
+    assert math.isclose(factor_objective(f, kind), base, rel_tol=1e-9)
+    for j in [0, 5, 15, 39]:
+        gain, ell = exact_gain(f, j, kind)
+        assert ell is not None
+        assert math.isclose(gain, base - dense(idx + [j]), rel_tol=1e-7,
+                            abs_tol=1e-8 * abs(base))
+
+
+def test_rule_stops_a_run_when_a_sweep_is_rejected():
+    """No clock, no epoch cap: the run stops by itself once a whole sweep had every swap
+    rejected while the continuous phases no longer lowered the objective by tol."""
+    X, y, kern = _problem(70, 1, 14)
+    tol = 1e-7
+    _, res = cq.fit_cholqr(X, y, kern, 6, swaps_per_epoch="sweep", tol=tol, seed=2)
+    last = res.history[-1]
+    assert res.converged and res.reason == "converged" and last["stop"] == "swaps rejected"
+    assert last["accepted"] == 0 and last["attempts"] == 6  # a sweep per epoch: all of it
+    assert last["objective_after_swaps"] - last["objective"] < tol * abs(last["objective"])
+    assert all("stop" not in r for r in res.history[:-1])
+    assert all(r["attempts"] == 6 for r in res.history[1:])  # one whole sweep an epoch
+    # 60 swaps an epoch at m = 6: the same rule over a sweep that spans part of an epoch
+    _, res2 = cq.fit_cholqr(X, y, kern, 6, tol=tol, seed=2)
+    assert res2.converged and res2.history[-1]["stop"] in ("swaps rejected", "tol")
+
+
+def test_greedy_inits_and_options():
+    X, y, kern = _problem(90, 2, 15)
+    from gpscale.train.selectors import select_greedy, select_variance
+
+    model = SparseGP(kern, X, y, [0], noise=0.1)
+    gen = torch.Generator().manual_seed(4)
+    assert cq.initial_inducing(X, 8, "variance", gen, model=model) == \
+        select_variance(kern, X, 8).tolist()
+    got = cq.initial_inducing(X, 8, "greedy", torch.Generator().manual_seed(4), model=model)
+    assert got == select_greedy(kern, X, y, 0.1, 8, seed=torch.Generator().manual_seed(4)
+                                ).tolist()
+    with pytest.raises(ValueError, match="model"):
+        cq.initial_inducing(X, 8, "greedy", gen)
+    m, res = cq.fit_cholqr(X, y, kern, 8, init="greedy", prefit=True, max_epochs=2)
+    assert res.history[0]["hyp_evals"] > 0 and m.m == 8
+    with pytest.raises(ValueError, match="prefit"):
+        cq.fit_cholqr(X, y, kern, 8, prefit=True)
+    with pytest.raises(ValueError, match="swaps_per_epoch"):
+        cq.fit_cholqr(X, y, kern, 8, swaps_per_epoch="all")
