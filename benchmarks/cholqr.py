@@ -375,7 +375,8 @@ def run_kin40k(args, rec) -> None:
             trace = info.pop("trace", None)
             table[(m, label)] = dict(row, objective=objective, trace=trace)
             rec.record(kind="fit", m=m, method=label, n_train=len(ytr), n_test=len(yte),
-                       **row, objective_nats=objective, **info)
+                       **row, objective_nats=objective, **info,
+                       epoch_ends=[(round(t, 2), round(f, 2)) for t, f in trace or []])
         _versus(rec, m, table)
     if not table:
         return
