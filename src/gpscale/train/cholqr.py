@@ -59,12 +59,14 @@ def evals_per_epoch(model: SparseGP) -> int:
     return min(20, max(15, 2 * n_hyp))
 
 
-def fit_hyperparameters(model: SparseGP, max_evals: int, deadline: float | None = None) -> int:
+def fit_hyperparameters(model: SparseGP, max_evals: int, deadline: float | None = None,
+                        info: dict | None = None) -> int:
     """Continuous phase (§3.4): L-BFGS (strong Wolfe) on every trainable parameter of
     ``model`` (kernel hyperparameters and σ², unconstrained) with the inducing set
     fixed, stopped after ``max_evals`` objective+gradient evaluations (or at
     ``time.perf_counter() >= deadline``). The best parameters seen are kept, so the
-    objective never increases. Returns the number of evaluations used."""
+    objective never increases. Returns the number of evaluations used; ``info`` (a dict)
+    receives ``first``, the objective at the phase's start (its first evaluation)."""
     params = [p for p in model.parameters() if p.requires_grad]
     if not params or max_evals < 1:
         return 0
@@ -84,6 +86,8 @@ def fit_hyperparameters(model: SparseGP, max_evals: int, deadline: float | None 
             return f
         f.backward()
         fv = float(f.detach())
+        if info is not None and state["evals"] == 1:
+            info["first"] = fv
         if fv < state["best_f"]:
             state["best_f"], state["best"] = fv, snapshot(params)
         return f.detach()
@@ -318,7 +322,6 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
             sweeps.epoch = epoch
             if m < n and swaps > 0:  # discrete phase
                 sw = _Swapper(model, z, refresh_every, gen, sweeps)
-                F_start = sw.F
                 while sweep_per_epoch or sw.attempts < swaps:
                     if deadline is not None and time.perf_counter() >= deadline:
                         break
@@ -330,13 +333,10 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
                 model.set_inducing(sw.f.pivots)
                 row.update(attempts=sw.attempts, accepted=sw.accepted,
                            objective_after_swaps=sw.F)
-            else:
-                with torch.no_grad():
-                    F_start = float(model.objective().detach())
             row["rejection_rate"] = (1 - row["accepted"] / row["attempts"]
                                      if row["attempts"] else None)
-            F_swapped = row.get("objective_after_swaps", F_start)
-            used = fit_hyperparameters(model, evals, deadline)  # continuous phase
+            phase: dict = {}
+            used = fit_hyperparameters(model, evals, deadline, phase)  # continuous phase
             n_evals += used
             with torch.no_grad():
                 F = float(model.objective().detach())
@@ -350,7 +350,9 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
             if deadline is not None and time.perf_counter() >= deadline:
                 reason = "max_time"  # before the tests below: the epoch was cut short
                 break
-            quiet = row["accepted"] == 0 and F_swapped - F < tol * max(abs(F_swapped), 1e-12)
+            # the phase's improvement from one code path (its first evaluation, F after it)
+            F0 = phase.get("first", -math.inf)
+            quiet = row["accepted"] == 0 and F0 - F < tol * max(abs(F0), 1e-12)
             quiet_since = (quiet_since or epoch) if quiet else None
             if (quiet_since is not None and sweeps.done and sweeps.done[-1][1] == 0
                     and sweeps.done[-1][2] >= quiet_since):
