@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import gpscale
 from gpscale.kernels import RBF, Scale
 from gpscale.linalg import CholQRFactors
+from gpscale.linalg.pivchol import partial_cholesky as partial
 from gpscale.models import SparseGP
 from gpscale.train import cholqr as cq
 from gpscale.train.cholqr_scoring import InfoPivots, exact_gain, factor_objective
@@ -214,35 +215,79 @@ def test_approx_ranking_finds_good_candidates():
 def test_swaps_never_increase_objective(kind):
     X, y, kern = _problem(120, 2, 3)
     model = SparseGP(kern, X, y, list(range(10)), noise=0.05, objective=kind)
-    sw = cq._Swapper(model, z=8, refresh_every=5, gen=torch.Generator().manual_seed(0),
-                     last_visit={})
+    sw = cq._Swapper(model, z=8, refresh_every=5, gen=torch.Generator().manual_seed(0))
     values = [sw.F]
-    for t in range(40):
-        accepted = sw.attempt(float(t))
+    for _ in range(40):
+        sw.attempt()
         values.append(sw.F)
-        if accepted:  # the tracked value is the true objective of the new set
-            ref = _model_objective(kern, X, y, sw.f.pivots, 0.05, kind)
-            assert math.isclose(sw.F, ref, rel_tol=1e-9, abs_tol=1e-8)
+        # the tracked value is the true objective of the set (reverted or new)
+        ref = _model_objective(kern, X, y, sw.f.pivots, 0.05, kind)
+        assert math.isclose(sw.F, ref, rel_tol=1e-9, abs_tol=1e-8)
     assert all(b <= a for a, b in zip(values, values[1:]))
     assert values[-1] < values[0] and sw.accepted > 0
     assert sorted(sw.f.pivots) != list(range(10)) and len(set(sw.f.pivots)) == 10
 
 
-def test_longest_unvisited_first():
+def test_sweeps_consider_every_point_once_latest_first():
+    """Within a sweep the point considered is the pending one latest in the factor order;
+    a sweep considers each point of the set once (a newcomer waits for the next)."""
     X, y, kern = _problem(60, 1, 4)
     model = SparseGP(kern, X, y, [0, 1, 2, 3, 4], noise=0.1)
-    last = {0: -5.0, 1: -1.0, 2: -3.0, 3: -2.0, 4: -4.0}
+    sweeps = cq.Sweeps()
     sw = cq._Swapper(model, z=4, refresh_every=10, gen=torch.Generator().manual_seed(0),
-                     last_visit=last)
-    for t in range(1, 6):
-        expected = min(sw.f.pivots, key=lambda i: last[i])
-        accepted = sw.attempt(float(t))
-        if accepted:  # i swapped out, the newcomer stamped with this visit
-            assert expected not in sw.f.pivots
-            assert [i for i in sw.f.pivots if last[i] == t] == [sw.f.pivots[-1]]
-        else:  # i kept (now last in the factor order) and stamped
-            assert last[expected] == t and sw.f.pivots[-1] == expected
-    assert all(last[i] >= 1 for i in sw.f.pivots)  # five attempts visited all five
+                     sweeps=sweeps)
+    for sweep in range(3):
+        start = list(sw.f.pivots)
+        considered = []
+        for t in range(5):
+            order = list(sw.f.pivots)
+            expected = next(i for i in reversed(order) if i in start and i not in considered)
+            accepted = sw.attempt()
+            considered.append(expected)
+            # the considered point (or its replacement) now ends the factor order
+            assert (expected not in sw.f.pivots) if accepted else sw.f.pivots[-1] == expected
+            assert len(sweeps.done) == sweep + (t == 4)
+        assert sorted(considered) == sorted(start)
+        assert sweeps.done[-1][:2] == (5, sum(1 for i in start if i not in sw.f.pivots))
+    with pytest.raises(ValueError, match="pending"):
+        cq.Sweeps().choose([])
+
+
+def test_undo_remove_restores_factors_and_cache_exactly():
+    """A rejected swap puts i back from the rows its downdate zeroed: the factors and the
+    information pivots' cache equal those after i's permutation to the end, bit for bit,
+    and equal a dense recomputation."""
+    X, y, kern = _problem(80, 2, 12)
+    f = CholQRFactors(kern, X, y, [3, 17, 25, 40, 51, 66, 70], 0.08, capacity=8)
+    info = InfoPivots(f, z=5, generator=torch.Generator().manual_seed(0))
+    ref = CholQRFactors(kern, X, y, [3, 17, 25, 40, 51, 66, 70], 0.08, capacity=8)
+    ref_info = InfoPivots(ref, z=5, generator=torch.Generator().manual_seed(0))
+    ref_info.remove(ref, 2)
+    ref_info.add(ref, 25)  # the old revert: re-added by Gram–Schmidt
+    info.remove(f, 2)
+    exact_gain(f, 0)  # scoring between remove and undo changes nothing
+    info.approx_gains(f)
+    info.undo_remove(f)
+    assert f.pivots == [3, 17, 40, 51, 66, 70, 25] == ref.pivots and f.k == 7
+    for a, b in [(f.L, ref.L), (f.Q, ref.Q), (f.R, ref.R), (f.qy, ref.qy),
+                 (f.resid_diag, ref.resid_diag), (info.Rz, ref_info.Rz),
+                 (info._P[:7], ref_info._P[:7])]:
+        assert torch.allclose(a, b, rtol=1e-10, atol=1e-12)
+    L = partial(kern, X, f.pivots)
+    assert torch.allclose(f.L, L, atol=1e-12)
+    assert torch.allclose(f.Q @ f.R, torch.cat([L, 0.08**0.5 * torch.eye(7,
+                                                dtype=L.dtype)]), atol=1e-12)
+    assert torch.allclose(info.Rz, kern(X, X[torch.tensor(info.J)]).detach()
+                          - L @ L[torch.tensor(info.J)].mT, atol=1e-12)
+    assert torch.allclose(info._P[:7], f.Q[:80].mT @ info.Rz, atol=1e-12)
+    assert math.isclose(factor_objective(f), _model_objective(kern, X, y, f.pivots, 0.08,
+                                                              "vfe"), rel_tol=1e-11)
+    with pytest.raises(RuntimeError, match="undo_remove"):
+        info.undo_remove(f)  # nothing to undo
+    info.remove(f, 0)
+    f.add(5)
+    with pytest.raises(RuntimeError, match="undo_remove"):
+        info.undo_remove(f)  # the factors changed since
 
 
 def test_fit_hyperparameters_budget_and_monotone():
@@ -279,7 +324,8 @@ def test_fit_cholqr_m_equals_n_and_time_budget():
     assert model.m == 25 and res.history[1]["attempts"] == 0
     model, res = cq.fit_cholqr(X, y, kern, 1, max_epochs=2)  # I₀ ∖ {i} = ∅ in each swap
     assert model.m == 1 and res.history[1]["attempts"] == 1
-    _, res = cq.fit_cholqr(X, y, kern, 5, max_epochs=1000, max_time=0.3, tol=0.0)
+    # tol < 0: no stopping rule can hold (at a fixed point F may rise by rounding)
+    _, res = cq.fit_cholqr(X, y, kern, 5, max_epochs=1000, max_time=0.3, tol=-1.0)
     assert res.reason == "max_time" and res.wall_s < 3.0
     _, res = cq.fit_cholqr(X, y, kern, 5, max_epochs=1000, max_time=1e-9, tol=1.0)
     assert res.reason == "max_time"  # an epoch cut short is not convergence
@@ -311,11 +357,11 @@ def test_fit_cholqr_interrupt_keeps_best(monkeypatch):
     calls = {"n": 0}
     real = cq.fit_hyperparameters
 
-    def flaky(model, max_evals, deadline=None):
+    def flaky(model, max_evals, deadline=None, info=None):
         calls["n"] += 1
         if calls["n"] == 2:
             raise KeyboardInterrupt
-        return real(model, max_evals, deadline)
+        return real(model, max_evals, deadline, info)
 
     monkeypatch.setattr(cq, "fit_hyperparameters", flaky)
     model, res = cq.fit_cholqr(X, y, kern, 8, max_epochs=10)
@@ -382,10 +428,9 @@ def test_swaps_evaluate_only_kernel_columns():
 
     counting = Counting()
     model = SparseGP(counting, X, y, list(range(12)), noise=0.1)
-    sw = cq._Swapper(model, z=8, refresh_every=3, gen=torch.Generator().manual_seed(0),
-                     last_visit={})
-    for t in range(10):
-        sw.attempt(float(t))
+    sw = cq._Swapper(model, z=8, refresh_every=3, gen=torch.Generator().manual_seed(0))
+    for _ in range(10):
+        sw.attempt()
     assert counting.widths and max(counting.widths) <= 12
 
 
@@ -406,3 +451,70 @@ def test_info_pivots_refresh_and_replace():
     idx = torch.tensor(info.J)
     L = f.L
     assert torch.allclose(info.Rz, kern(X, X[idx]).detach() - L @ L[idx].mT, atol=1e-12)
+
+
+@pytest.mark.parametrize("noise", [1e-4, 0.05, 2.0])
+@pytest.mark.parametrize("kind", ["vfe", "dtc"])
+def test_one_pass_exact_gain_equals_dense_objective(kind, noise):
+    """exact_gain's one pass over Q (‖w‖² = ‖ℓ‖² + σ² − ‖Q[:n]ᵀℓ‖², ỹᵀw = yᵀℓ − (Qᵀỹ)ᵀr)
+    against the objective of I ∪ {j} recomputed from the n × n matrices in float64, down
+    to a noise far below the signal (where ‖w‖² ≈ σ² ≪ ‖ℓ‖²)."""
+    X, y, kern = _problem(40, 2, 13)
+    idx = [1, 7, 12, 20, 33]
+    f = CholQRFactors(kern, X, y, idx, noise, capacity=6)
+    K = kern(X).detach()
+
+    def dense(I):
+        KI = K[:, I]
+        Qn = KI @ torch.linalg.solve(K[I][:, I], KI.mT)
+        C = Qn + noise * torch.eye(40, dtype=K.dtype)
+        val = 0.5 * (y @ torch.linalg.solve(C, y) + torch.logdet(C) + 40 * math.log(2 * math.pi))
+        if kind == "vfe":
+            val = val + 0.5 * torch.trace(K - Qn) / noise
+        return float(val)
+
+    base = dense(idx)
+    assert math.isclose(factor_objective(f, kind), base, rel_tol=1e-9)
+    for j in [0, 5, 15, 39]:
+        gain, ell = exact_gain(f, j, kind)
+        assert ell is not None
+        assert math.isclose(gain, base - dense(idx + [j]), rel_tol=1e-7,
+                            abs_tol=1e-8 * abs(base))
+
+
+def test_rule_stops_a_run_when_a_sweep_is_rejected():
+    """No clock, no epoch cap: the run stops by itself once a whole sweep had every swap
+    rejected while the continuous phases no longer lowered the objective by tol."""
+    X, y, kern = _problem(70, 1, 14)
+    tol = 1e-7
+    _, res = cq.fit_cholqr(X, y, kern, 6, swaps_per_epoch="sweep", tol=tol, seed=2)
+    last = res.history[-1]
+    assert res.converged and res.reason == "converged" and last["stop"] == "swaps rejected"
+    assert last["accepted"] == 0 and last["attempts"] == 6  # a sweep per epoch: all of it
+    assert last["objective_after_swaps"] - last["objective"] < tol * abs(last["objective"])
+    assert all("stop" not in r for r in res.history[:-1])
+    assert all(r["attempts"] == 6 for r in res.history[1:])  # one whole sweep an epoch
+    # 60 swaps an epoch at m = 6: the same rule over a sweep that spans part of an epoch
+    _, res2 = cq.fit_cholqr(X, y, kern, 6, tol=tol, seed=2)
+    assert res2.converged and res2.history[-1]["stop"] in ("swaps rejected", "tol")
+
+
+def test_greedy_inits_and_options():
+    X, y, kern = _problem(90, 2, 15)
+    from gpscale.train.selectors import select_greedy, select_variance
+
+    model = SparseGP(kern, X, y, [0], noise=0.1)
+    gen = torch.Generator().manual_seed(4)
+    assert cq.initial_inducing(X, 8, "variance", gen, model=model) == \
+        select_variance(kern, X, 8).tolist()
+    got = cq.initial_inducing(X, 8, "greedy", torch.Generator().manual_seed(4), model=model)
+    assert got == select_greedy(kern, X, y, 0.1, 8, seed=torch.Generator().manual_seed(4)
+                                ).tolist()
+    with pytest.raises(ValueError, match="model"):
+        cq.initial_inducing(X, 8, "greedy", gen)
+    m, res = cq.fit_cholqr(X, y, kern, 8, init="greedy", prefit=True, max_epochs=2)
+    assert res.history[0]["hyp_evals"] > 0 and m.m == 8
+    with pytest.raises(ValueError, match="prefit"):
+        cq.fit_cholqr(X, y, kern, 8, prefit=True)
+    with pytest.raises(ValueError, match="swaps_per_epoch"):
+        cq.fit_cholqr(X, y, kern, 8, swaps_per_epoch="all")

@@ -4,25 +4,31 @@ and hyperparameters (Cao, Brubaker, Fleet & Hertzmann 2013, §3, §3.4).
 One objective (VFE, eq. 5, or DTC/PP, eq. 4; see :class:`~gpscale.models.SparseGP`)
 is minimised by block coordinate descent. Each epoch has
 
-1. a discrete phase (hyperparameters fixed): min(60, m) swap attempts, the inducing
-   points that were visited longest ago first. A swap of inducing point i (§3.4):
+1. a discrete phase (hyperparameters fixed): min(60, m) swap attempts (§4), each on
+   the point of the current sweep not yet considered that is latest in the factor
+   order (:class:`Sweeps`: every point once a sweep, at half the downdate cost of
+   taking them oldest first). A swap of inducing point i (§3.4):
    (I) down-date the factors to remove i (§3.2); (II) evaluate F over I∖{i} from the
    factors (eqs. 9, 11, 12); (III) rank all n − m candidates with the z information
    pivots (§3.3.1); (IV) compute the best one's exact ΔF (eqs. 14–16); (V) accept it
-   only if F(I∖{i} ∪ {j}) < F(I), else put i back; (VI) replace an information pivot
-   that entered I, and redraw all of them every ``refresh_every`` attempts (§3.3.2).
-   The candidates' scores come from a cache that (I), (V) and the revert update in
-   O(zn + zk) (footnote 2; :class:`~gpscale.train.cholqr_scoring.InfoPivots`);
+   only if F(I∖{i} ∪ {j}) < F(I), else put i back (the rows the downdate zeroed,
+   restored: O(n + k)); (VI) replace an information pivot that entered I, and redraw
+   all of them every ``refresh_every`` attempts (§3.3.2). The candidates' scores come
+   from a cache that (I), (V) and the revert update in O(zn + zk) (footnote 2;
+   :class:`~gpscale.train.cholqr_scoring.InfoPivots`);
 2. a continuous phase: limited L-BFGS (the paper uses non-linear CG) on the kernel
    hyperparameters and σ² with I fixed, at most min(20, max(15, 2·#hyp)) evaluations.
 
-It stops, by default, when the paper's rule says done (§3.4: "until improvement in the
-objective is below a threshold"): when the last sweep lowered the objective by less than
-``tol`` (relative). A sweep is the ⌈m / swaps⌉ epochs in which every inducing point is
-considered once (§3.4: "as long as all inducing set points are eventually considered"),
-so at m > 60 the rule does not stop on one epoch that touched only 60 of the m points.
-``max_epochs`` and ``max_time`` are caps a caller may add (none by default); Ctrl-C keeps
-the best state.
+It stops when a rule says the descent is done, with no clock by default: when a whole
+sweep (every inducing point considered once, §3.4: "as long as all inducing set points
+are eventually considered") had every swap rejected while the continuous phases lowered
+the objective by less than ``tol`` (relative), or (§3.4: "until improvement in the
+objective is below a threshold") when the last sweep's ⌈m / swaps⌉ epochs lowered it by
+less than ``tol``. ``max_epochs`` and ``max_time`` are safety caps a caller may add,
+reported when hit; Ctrl-C keeps the best state. Options of ours (not the paper's
+defaults): a greedy I₀ (``init="variance"`` / ``"greedy"``, ``prefit``) and more swaps
+per continuous phase (``swaps_per_epoch``, ``"sweep"``); see
+benchmarks/results/cholqr-race/greedy-start/README.md.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from ..progress import progress_bar
 from .cholqr_scoring import InfoPivots, exact_gain, factor_objective
 from .lbfgs import guarded
 from .result import FitResult, restore, snapshot, theta_of
+from .selectors import select_greedy, select_variance
 
 
 class _Budget(Exception):
@@ -52,12 +59,14 @@ def evals_per_epoch(model: SparseGP) -> int:
     return min(20, max(15, 2 * n_hyp))
 
 
-def fit_hyperparameters(model: SparseGP, max_evals: int, deadline: float | None = None) -> int:
+def fit_hyperparameters(model: SparseGP, max_evals: int, deadline: float | None = None,
+                        info: dict | None = None) -> int:
     """Continuous phase (§3.4): L-BFGS (strong Wolfe) on every trainable parameter of
     ``model`` (kernel hyperparameters and σ², unconstrained) with the inducing set
     fixed, stopped after ``max_evals`` objective+gradient evaluations (or at
     ``time.perf_counter() >= deadline``). The best parameters seen are kept, so the
-    objective never increases. Returns the number of evaluations used."""
+    objective never increases. Returns the number of evaluations used; ``info`` (a dict)
+    receives ``first``, the objective at the phase's start (its first evaluation)."""
     params = [p for p in model.parameters() if p.requires_grad]
     if not params or max_evals < 1:
         return 0
@@ -77,6 +86,8 @@ def fit_hyperparameters(model: SparseGP, max_evals: int, deadline: float | None 
             return f
         f.backward()
         fv = float(f.detach())
+        if info is not None and state["evals"] == 1:
+            info["first"] = fv
         if fv < state["best_f"]:
             state["best_f"], state["best"] = fv, snapshot(params)
         return f.detach()
@@ -90,10 +101,19 @@ def fit_hyperparameters(model: SparseGP, max_evals: int, deadline: float | None 
     return state["evals"]
 
 
-def initial_inducing(X: torch.Tensor, m: int, init, generator: torch.Generator) -> list[int]:
-    """I₀: ``"random"`` (default) m distinct points; ``"clump"`` the m nearest
-    neighbours of one random training point (the poor start of §4.2, Fig. 4); or the
-    given indices."""
+#: the ``init`` values that select I₀ greedily under the current hyperparameters
+GREEDY_INITS = ("variance", "greedy")
+
+
+def initial_inducing(X: torch.Tensor, m: int, init, generator: torch.Generator,
+                     model: SparseGP | None = None, candidates: int = 16) -> list[int]:
+    """I₀: ``"random"`` (default, §3) m distinct points; ``"clump"`` the m nearest
+    neighbours of one random training point (the poor start of §4.2, Fig. 4); the given
+    indices; or, selected under ``model``'s current kernel and noise (ours, a named
+    option: the paper's footnote 1 found no benefit in an incremental start),
+    ``"variance"`` greedy variance (pivoted Cholesky, O(nm²)) or ``"greedy"`` Titsias's
+    greedy selection of ``model``'s objective with ``candidates`` random candidates a
+    step (O(nm² · candidates))."""
     n = X.shape[0]
     if init is None or (isinstance(init, str) and init == "random"):
         return torch.randperm(n, generator=generator)[:m].tolist()
@@ -101,53 +121,105 @@ def initial_inducing(X: torch.Tensor, m: int, init, generator: torch.Generator) 
         c = int(torch.randint(n, (1,), generator=generator))
         d2 = ((X - X[c]) ** 2).sum(1)
         return torch.argsort(d2, stable=True)[:m].tolist()
+    if isinstance(init, str) and init in GREEDY_INITS:
+        if model is None:
+            raise ValueError(f"init={init!r} selects under a model's hyperparameters: "
+                             "pass model")
+        with torch.no_grad():
+            if init == "variance":
+                return select_variance(model.kernel, X, m).tolist()
+            return select_greedy(model.kernel, X, model.y, float(model.noise.detach()), m,
+                                 candidates=candidates, seed=generator,
+                                 objective=model.objective_kind).tolist()
     if isinstance(init, str):
-        raise ValueError(f"init must be None, 'random', 'clump' or indices, got {init!r}")
+        raise ValueError("init must be None, 'random', 'clump', 'variance', 'greedy' or "
+                         f"indices, got {init!r}")
     idx = check_inducing(init, n, "init").tolist()
     if len(idx) != m:
         raise ValueError(f"init holds {len(idx)} indices but m = {m}")
     return idx
 
 
+class Sweeps:
+    """Which inducing point a swap attempt considers, and the sweeps they make up.
+
+    A sweep considers every point of the inducing set once (§3.4: "as long as all
+    inducing set points are eventually considered"); a point swapped in during a sweep
+    waits for the next. Within a sweep the point chosen is the not-yet-considered one
+    latest in the factor order: moving the pivot at position p to the end for the
+    downdate costs O((k − p)(n + k)) (§3.2), and a considered point always ends last
+    (kept, or replaced by the newcomer), so this order costs k(k − 1)/2 transpositions a
+    sweep, where taking the one visited longest ago (always at position 0) costs k(k − 1).
+    ``done`` lists (attempts, accepted, epoch it began in) of every completed sweep;
+    the caller sets ``epoch``."""
+
+    def __init__(self) -> None:
+        self.pending: set[int] = set()
+        self.attempts = self.accepted = self.epoch = self.started = 0
+        self.done: list[tuple[int, int, int]] = []
+
+    def choose(self, pivots: list[int]) -> int:
+        """The position (in ``pivots``) of the point to consider next; starts a new sweep
+        when the last one is complete."""
+        if not self.pending:
+            self.pending, self.started = set(pivots), self.epoch
+        for p in range(len(pivots) - 1, -1, -1):
+            if pivots[p] in self.pending:
+                self.pending.discard(pivots[p])
+                return p
+        raise ValueError("the points pending in this sweep are not among the pivots")
+
+    def record(self, accepted: bool) -> bool:
+        """Count one attempt; True when it completed a sweep (appended to ``done``)."""
+        self.attempts += 1
+        self.accepted += int(accepted)
+        if self.pending:
+            return False
+        self.done.append((self.attempts, self.accepted, self.started))
+        self.attempts = self.accepted = 0
+        return True
+
+
 class _Swapper:
     """The discrete phase: swap attempts on one factorisation (fixed hyperparameters)."""
 
     def __init__(self, model: SparseGP, z: int, refresh_every: int, gen: torch.Generator,
-                 last_visit: dict[int, float]) -> None:
+                 sweeps: Sweeps | None = None) -> None:
         with torch.no_grad():
             self.f = CholQRFactors(model.kernel, model.X, model.y, model.inducing.tolist(),
                                    model.noise.detach())
         self.kind, self.gen, self.refresh_every = model.objective_kind, gen, refresh_every
         self.info = InfoPivots(self.f, min(z, model.n - model.m), gen)
         self.F = factor_objective(self.f, self.kind)
-        self.last_visit = last_visit
+        self.sweeps = Sweeps() if sweeps is None else sweeps
         self.attempts = self.accepted = 0
 
-    def attempt(self, clock: float) -> bool:
-        """One swap (steps I–VI of §3.4) of the longest-unvisited inducing point."""
+    def attempt(self) -> bool:
+        """One swap (steps I–VI of §3.4) of the point :meth:`Sweeps.choose` names; True
+        when it was accepted."""
         f = self.f
         if self.attempts and self.attempts % self.refresh_every == 0:
             self.info.refresh(f)
         self.attempts += 1
-        i = min(f.pivots, key=lambda t: self.last_visit.get(t, -math.inf))
+        p = self.sweeps.choose(f.pivots)
         with torch.no_grad():
-            i, ell_i = self.info.remove(f, f.position(i))                     # (I)
+            i, _ = self.info.remove(f, p)                                     # (I)
             F_down = factor_objective(f, self.kind)                           # (II)
             gains = self.info.approx_gains(f, self.kind, exclude=[i])         # (III)
             j = int(torch.argmax(gains))
             ok = bool(torch.isfinite(gains[j]))
             gain, ell_j = exact_gain(f, j, self.kind) if ok else (-math.inf, None)  # (IV)
             F_new = F_down - gain                                             # (V)
-            if ell_j is not None and F_new < self.F - 1e-10 * max(1.0, abs(self.F)):
+            accept = ell_j is not None and F_new < self.F - 1e-10 * max(1.0, abs(self.F))
+            if accept:
                 self.info.add(f, j, ell_j)
                 self.F = F_new
                 self.accepted += 1
                 self.info.replace(f, j)                                       # (VI)
-                self.last_visit[j] = clock
-                return True
-            self.info.add(f, i, ell_i)  # revert
-            self.last_visit[i] = clock
-            return False
+            else:
+                self.info.undo_remove(f)  # revert: i back, exactly as it was
+        self.sweeps.record(accept)
+        return accept
 
 
 def sweep_epochs(m: int, n: int, swaps: int) -> int:
@@ -159,27 +231,42 @@ def sweep_epochs(m: int, n: int, swaps: int) -> int:
 def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
                init=None, seed: int = 0, max_epochs: int | None = None,
                max_time: float | None = None, z: int = 16, refresh_every: int = 10,
-               swaps_per_epoch: int | None = None, max_evals: int | None = None,
-               tol: float = 1e-4, window: int | None = None, progress: bool = False,
-               dtype: torch.dtype = torch.float64, device: torch.device | str | None = None,
-               ) -> tuple[SparseGP, FitResult]:
+               swaps_per_epoch: int | str | None = None, max_evals: int | None = None,
+               tol: float = 1e-4, window: int | None = None, prefit: bool = False,
+               progress: bool = False, dtype: torch.dtype = torch.float64,
+               device: torch.device | str | None = None) -> tuple[SparseGP, FitResult]:
     """CholQR (Cao et al. 2013): choose m inducing training points and the
     hyperparameters by minimising ``objective`` (``"vfe"``: negative Titsias bound,
     CholQR-VAR; ``"dtc"``: DTC/PP NLML, CholQR-MLE).
 
-    ``init``: None/"random", "clump" or m indices; ``z`` information pivots, redrawn
-    every ``refresh_every`` swap attempts; ``swaps_per_epoch`` defaults to min(60, m),
-    ``max_evals`` (L-BFGS evaluations per epoch) to min(20, max(15, 2·#hyp)).
+    ``init``: None/"random", "clump", "variance", "greedy" or m indices
+    (:func:`initial_inducing`); ``prefit``: before a "variance" / "greedy" selection,
+    one continuous phase on a random set, so that I₀ is chosen under fitted
+    hyperparameters (ours). ``z`` information pivots, redrawn every ``refresh_every``
+    swap attempts; ``swaps_per_epoch`` defaults to min(60, m) (§4), ``"sweep"`` runs a
+    whole sweep of the inducing set per epoch; ``max_evals`` (L-BFGS evaluations per
+    epoch) defaults to min(20, max(15, 2·#hyp)).
 
-    Stopping (§3.4): ``reason="converged"`` once the objective fell by less than
-    ``tol`` (relative) over the last ``window`` epochs (default: a sweep,
-    :func:`sweep_epochs`; ``window=1`` tests each epoch alone). ``max_epochs`` and
-    ``max_time`` (seconds) are optional caps (None: none).
+    Stopping, whichever holds first (``reason="converged"``, the rule in the last
+    history row's ``stop``):
+
+    - ``"swaps rejected"``: every swap attempt of a whole sweep was rejected, and every
+      continuous phase since that sweep began lowered the objective by less than ``tol``
+      (relative): neither block of the coordinate descent moves;
+    - ``"tol"`` (§3.4, "until improvement in the objective is below a threshold"): the
+      objective fell by less than ``tol`` over the last ``window`` epochs (default: a
+      sweep, :func:`sweep_epochs`; ``window=1`` tests each epoch alone).
+
+    ``max_epochs`` and ``max_time`` (seconds, the selection of I₀ included) are safety
+    caps a caller may add (None: none), reported as ``reason`` "max_epochs" /
+    "max_time"; Ctrl-C keeps the best state ("interrupted").
     History: one row per epoch (objective after the epoch, after its swaps, time,
-    attempts, accepted, rejection rate, evaluations). Seeded by ``seed``.
+    attempts, accepted, rejection rate, evaluations, completed sweeps). Seeded by
+    ``seed``.
     """
     if objective not in OBJECTIVES:
         raise ValueError(f"objective must be 'vfe' or 'dtc', got {objective!r}")
+    t0 = time.perf_counter()
     model = SparseGP(kernel, X, y, [0], noise=noise, objective=objective, dtype=dtype,
                      device=device)
     n = model.n
@@ -196,55 +283,84 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
                          "choose m <= n")
     if max_time is not None and not (max_time > 0):
         raise ValueError(f"max_time must be a positive number of seconds, got {max_time!r}")
+    sweep_per_epoch = isinstance(swaps_per_epoch, str)
+    if sweep_per_epoch and swaps_per_epoch != "sweep":
+        raise ValueError(f"swaps_per_epoch must be an integer or 'sweep', got "
+                         f"{swaps_per_epoch!r}")
+    if not (swaps_per_epoch is None or sweep_per_epoch) and (
+            isinstance(swaps_per_epoch, bool)
+            or not isinstance(swaps_per_epoch, numbers.Integral) or swaps_per_epoch < 0):
+        raise ValueError(f"swaps_per_epoch must be an integer >= 0 or 'sweep', got "
+                         f"{swaps_per_epoch!r}")
+    if prefit and init not in GREEDY_INITS:
+        raise ValueError(f"prefit fits the hyperparameters before a greedy init "
+                         f"({', '.join(GREEDY_INITS)}); init is {init!r}")
     gen = torch.Generator().manual_seed(seed)
-    model.set_inducing(initial_inducing(model.X, m, init, gen))
-    swaps = min(60, m) if swaps_per_epoch is None else int(swaps_per_epoch)
     evals = evals_per_epoch(model) if max_evals is None else int(max_evals)
+    deadline = None if max_time is None else t0 + max_time
+    n_evals = 0
+    if prefit:  # one continuous phase on a random set, then select under that θ
+        model.set_inducing(initial_inducing(model.X, m, "random", gen))
+        n_evals += fit_hyperparameters(model, evals, deadline)
+    model.set_inducing(initial_inducing(model.X, m, init, gen, model=model))
+    swaps = m if sweep_per_epoch else (min(60, m) if swaps_per_epoch is None
+                                       else int(swaps_per_epoch))
     window = sweep_epochs(m, n, swaps) if window is None else int(window)
     params = [p for p in model.parameters() if p.requires_grad]
-    t0 = time.perf_counter()
-    deadline = None if max_time is None else t0 + max_time
     with torch.no_grad():
         F_prev = float(model.objective().detach())
-    history = [{"iter": 0, "objective": F_prev, "time_s": 0.0}]
+    history = [{"iter": 0, "objective": F_prev, "time_s": time.perf_counter() - t0,
+                "hyp_evals": n_evals}]
     best = (F_prev, model.inducing.tolist(), snapshot(params))
-    order = torch.randperm(m, generator=gen).tolist()  # random tie-break of first visits
-    last_visit = {i: -1.0 - r for i, r in zip(model.inducing.tolist(), order)}
-    reason, n_evals, clock = "max_epochs", 0, 0
+    sweeps = Sweeps()
+    quiet_since = None  # first epoch of the current run of epochs in which nothing moved
+    reason = "max_epochs"
     bar = progress_bar(progress, total=max_epochs, desc=f"CholQR-{objective}", leave=False)
     try:
         for epoch in itertools.count(1) if max_epochs is None else range(1, max_epochs + 1):
             row = {"iter": epoch, "attempts": 0, "accepted": 0}
+            sweeps.epoch = epoch
             if m < n and swaps > 0:  # discrete phase
-                sw = _Swapper(model, z, refresh_every, gen, last_visit)
-                for _ in range(swaps):
+                sw = _Swapper(model, z, refresh_every, gen, sweeps)
+                while sweep_per_epoch or sw.attempts < swaps:
                     if deadline is not None and time.perf_counter() >= deadline:
                         break
-                    clock += 1
-                    sw.attempt(float(clock))
+                    sw.attempt()
                     if sw.F < best[0]:
                         best = (sw.F, list(sw.f.pivots), snapshot(params))
+                    if sweep_per_epoch and sweeps.attempts == 0:  # a sweep just closed
+                        break
                 model.set_inducing(sw.f.pivots)
                 row.update(attempts=sw.attempts, accepted=sw.accepted,
                            objective_after_swaps=sw.F)
             row["rejection_rate"] = (1 - row["accepted"] / row["attempts"]
                                      if row["attempts"] else None)
-            used = fit_hyperparameters(model, evals, deadline)  # continuous phase
+            phase: dict = {}
+            used = fit_hyperparameters(model, evals, deadline, phase)  # continuous phase
             n_evals += used
             with torch.no_grad():
                 F = float(model.objective().detach())
-            row.update(objective=F, hyp_evals=used, time_s=time.perf_counter() - t0)
+            row.update(objective=F, hyp_evals=used, time_s=time.perf_counter() - t0,
+                       sweeps=len(sweeps.done))
             history.append(row)
             if F < best[0]:
                 best = (F, model.inducing.tolist(), snapshot(params))
             bar.update(1)
             bar.set_postfix(objective=f"{F:.5g}", rejected=row["rejection_rate"])
             if deadline is not None and time.perf_counter() >= deadline:
-                reason = "max_time"  # before the test below: the epoch was cut short
+                reason = "max_time"  # before the tests below: the epoch was cut short
+                break
+            # the phase's improvement from one code path (its first evaluation, F after it)
+            F0 = phase.get("first", -math.inf)
+            quiet = row["accepted"] == 0 and F0 - F < tol * max(abs(F0), 1e-12)
+            quiet_since = (quiet_since or epoch) if quiet else None
+            if (quiet_since is not None and sweeps.done and sweeps.done[-1][1] == 0
+                    and sweeps.done[-1][2] >= quiet_since):
+                reason, row["stop"] = "converged", "swaps rejected"
                 break
             F_prev = history[epoch - window]["objective"] if epoch >= window else None
             if F_prev is not None and (F_prev - F) < tol * max(abs(F_prev), 1e-12):
-                reason = "converged"
+                reason, row["stop"] = "converged", "tol"
                 break
     except KeyboardInterrupt:
         reason = "interrupted"

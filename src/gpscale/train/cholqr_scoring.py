@@ -52,13 +52,22 @@ def exact_gain(f: CholQRFactors, j: int, objective: str = "vfe",
                ell: torch.Tensor | None = None) -> tuple[float, torch.Tensor | None]:
     """Exact ΔF = F(I) − F(I ∪ {j}) (eqs. 14–16) for the factors' current set I, and the
     new Cholesky column ℓ_j of eq. (13) (None, with ΔF = −inf, when j is numerically in
-    the span of I). One kernel column and one Gram–Schmidt step: O(kn)."""
+    the span of I). One kernel column and one product with Q: O(kn).
+
+    For ℓ̃ = [ℓ; 0; σ] the σ entry lies in a row where Q is zero, so r = Qᵀℓ̃ = Q[:n]ᵀℓ,
+    ‖w‖² = ‖ℓ‖² + σ² − ‖r‖² ≥ σ² and ỹᵀw = yᵀℓ − (Qᵀỹ)ᵀr: the gain needs one pass
+    over Q, not :meth:`CholQRFactors.gram_schmidt`'s four (q itself is only formed
+    when the candidate is accepted, by ``f.add``)."""
     ell = f.new_column(j, rtol=MIN_RESIDUAL) if ell is None else ell
     if ell is None:
         return float("-inf"), None
-    _, w, rho = f.gram_schmidt(ell)
+    k, n = f.k, f.n
     s2 = f.sigma**2
-    gain = gains_from_terms(ell @ ell, w[: f.n] @ f.y, rho * rho, s2, objective)
+    r = f._Qt[:k, :n] @ ell
+    ell2 = ell @ ell
+    w2 = (ell2 + s2 - r @ r).clamp_min(s2)
+    yw = ell @ f.y - f._qy[:k] @ r
+    gain = gains_from_terms(ell2, yw, w2, s2, objective)
     return float(gain), ell
 
 
@@ -83,7 +92,7 @@ class InfoPivots:
     def __init__(self, f: CholQRFactors, z: int, generator: torch.Generator,
                  rtol: float = MIN_RESIDUAL) -> None:
         self.z, self.gen, self.rtol = int(z), generator, rtol
-        self._f, self._version = None, -1
+        self._f, self._version, self._undo = None, -1, None
         self.refresh(f)
 
     def _draw(self, f: CholQRFactors, count: int, avoid: set[int]) -> list[int]:
@@ -141,15 +150,47 @@ class InfoPivots:
     # -- the factors' up/down-dates, with the cache following in O(zn + zk) -------------
     def remove(self, f: CholQRFactors, p: int) -> tuple[int, torch.Tensor]:
         """``f.remove(p)`` (§3.2 downdate) with R_z ← R_z + ℓℓ[J]ᵀ and P rotated with Q,
-        its last row dropped and Q[:n]ᵀℓ ℓ[J]ᵀ added."""
+        its last row dropped and Q[:n]ᵀℓ ℓ[J]ᵀ added. What the drop zeroes (the last
+        row and column of the permuted factors, O(n + k)) is kept, so that
+        :meth:`undo_remove` can put the pivot back exactly."""
         synced = self._f is f and self._version == f.version
-        i, ell = f.remove(p, riders=[self._P] if synced else ())
+        riders = [self._P] if synced else ()
+        f.move_to_last(p, riders)
+        k, n = f.k, f.n
+        last = k - 1
+        self._undo = {"i": f.pivots[last], "Qrow": f._Qt[last, : n + k].clone(),
+                      "Qcol": f._Qt[:last, n + last].clone(), "R": f._R[:k, last].clone(),
+                      "qy": f._qy[last].clone(), "resid": f.resid_diag, "synced": synced,
+                      "P": self._P.clone() if synced else None, "Rz": self.Rz}
+        i, ell = f.remove(last, riders)  # no rotations left: the pivot is last
+        self._undo.update(L=ell, version=f.version)
         if synced:
             lJ = ell[self._index(f)]
-            self.Rz.addr_(ell, lJ)
+            self.Rz = self.Rz + torch.outer(ell, lJ)  # a new tensor: the old one is kept
             self._P[: f.k].addr_(f.removed_r, lJ)
             self._version = f.version
         return i, ell
+
+    def undo_remove(self, f: CholQRFactors) -> None:
+        """Put back the pivot that :meth:`remove` just took out, at the last position:
+        the factors (and the cache) as they were after its permutation to the end,
+        bit for bit, in O(n + k) instead of re-adding it by Gram–Schmidt (O(kn))."""
+        u, self._undo = self._undo, None
+        if u is None or f.version != u["version"]:
+            raise RuntimeError("undo_remove must follow remove, with no change between")
+        k, n = f.k, f.n
+        f._Lt[k] = u["L"]
+        f._Qt[k, : n + k + 1] = u["Qrow"]
+        f._Qt[:k, n + k] = u["Qcol"]
+        f._R[: k + 1, k] = u["R"]
+        f._qy[k] = u["qy"]
+        f.resid_diag = u["resid"]
+        f.pivots.append(u["i"])
+        f.k = k + 1
+        f.version += 1
+        if u["synced"] and self._f is f and self._version == u["version"]:
+            self._P, self.Rz = u["P"], u["Rz"]
+            self._version = f.version
 
     def add(self, f: CholQRFactors, j: int, ell: torch.Tensor | None = None) -> None:
         """``f.add(j, ell)`` (§3.2 update) with R_z ← R_z − ℓℓ[J]ᵀ, P's rows minus
