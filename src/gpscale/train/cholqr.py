@@ -228,6 +228,110 @@ def sweep_epochs(m: int, n: int, swaps: int) -> int:
     return 1 if m >= n or swaps < 1 else -(-m // swaps)
 
 
+def _check_options(m, n: int, *, z, refresh_every, max_epochs, seed, window, max_time,
+                   swaps_per_epoch, prefit, init) -> tuple[int, int, int, int]:
+    """:func:`fit_cholqr`'s options checked (a ValueError saying what to pass otherwise);
+    returns (m, z, refresh_every, seed) as ints."""
+    for name, value, low in [("m", m, 1), ("z", z, 1), ("refresh_every", refresh_every, 1),
+                             ("max_epochs", max_epochs, 1), ("seed", seed, 0),
+                             ("window", window, 1)]:
+        if name in ("max_epochs", "window") and value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
+            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
+    if int(m) > n:
+        raise ValueError(f"m = {int(m)} inducing points but only n = {n} training points; "
+                         "choose m <= n")
+    if max_time is not None and not (max_time > 0):
+        raise ValueError(f"max_time must be a positive number of seconds, got {max_time!r}")
+    if isinstance(swaps_per_epoch, str) and swaps_per_epoch != "sweep":
+        raise ValueError(f"swaps_per_epoch must be an integer or 'sweep', got "
+                         f"{swaps_per_epoch!r}")
+    if not (swaps_per_epoch is None or isinstance(swaps_per_epoch, str)) and (
+            isinstance(swaps_per_epoch, bool)
+            or not isinstance(swaps_per_epoch, numbers.Integral) or swaps_per_epoch < 0):
+        raise ValueError(f"swaps_per_epoch must be an integer >= 0 or 'sweep', got "
+                         f"{swaps_per_epoch!r}")
+    if prefit and init not in GREEDY_INITS:
+        raise ValueError(f"prefit fits the hyperparameters before a greedy init "
+                         f"({', '.join(GREEDY_INITS)}); init is {init!r}")
+    return int(m), int(z), int(refresh_every), int(seed)
+
+
+def _phase_lengths(m: int, n: int, swaps_per_epoch, window: int | None) -> tuple[int, int]:
+    """(swap attempts an epoch: m for a whole sweep, min(60, m) by default (§4); the
+    epochs the "tol" rule looks back over: a sweep's, :func:`sweep_epochs`, by default)."""
+    swaps = m if isinstance(swaps_per_epoch, str) else (
+        min(60, m) if swaps_per_epoch is None else int(swaps_per_epoch))
+    return swaps, sweep_epochs(m, n, swaps) if window is None else int(window)
+
+
+def _initial_set(model: SparseGP, m: int, init, prefit: bool, gen: torch.Generator,
+                 evals: int, deadline: float | None) -> int:
+    """I₀ set on ``model`` (:func:`initial_inducing`); with ``prefit``, one continuous
+    phase on a random set first, so that a greedy I₀ is chosen under fitted
+    hyperparameters. Returns the objective evaluations spent."""
+    used = 0
+    if prefit:
+        model.set_inducing(initial_inducing(model.X, m, "random", gen))
+        used = fit_hyperparameters(model, evals, deadline)
+    model.set_inducing(initial_inducing(model.X, m, init, gen, model=model))
+    return used
+
+
+def _continuous_phase(model: SparseGP, evals: int, deadline: float | None,
+                      row: dict) -> dict:
+    """The epoch's continuous phase (:func:`fit_hyperparameters`), its rejection rate,
+    evaluations and objective after it written into the epoch's history ``row``;
+    returns what the phase recorded (its first evaluation)."""
+    row["rejection_rate"] = (1 - row["accepted"] / row["attempts"]
+                             if row["attempts"] else None)
+    phase: dict = {}
+    row["hyp_evals"] = fit_hyperparameters(model, evals, deadline, phase)
+    with torch.no_grad():
+        row["objective"] = float(model.objective().detach())
+    return phase
+
+
+def _swap_phase(sw: _Swapper, swaps: int | None, deadline: float | None, best: tuple,
+                params: list) -> tuple:
+    """One discrete phase: ``swaps`` attempts (None: until the sweep under way closes) or
+    until ``deadline``; returns ``best`` (objective, pivots, parameters) updated by every
+    state the swaps passed through."""
+    while swaps is None or sw.attempts < swaps:
+        if deadline is not None and time.perf_counter() >= deadline:
+            break
+        sw.attempt()
+        if sw.F < best[0]:
+            best = (sw.F, list(sw.f.pivots), snapshot(params))
+        if swaps is None and sw.sweeps.attempts == 0:  # a sweep just closed
+            break
+    return best
+
+
+def _quiet_since(since: int | None, epoch: int, row: dict, phase: dict, F: float,
+                 tol: float) -> int | None:
+    """The first epoch of the current run of epochs in which nothing moved: no swap
+    accepted and the continuous phase's improvement (from its first evaluation to F,
+    one code path) below ``tol`` relative; None when this epoch moved."""
+    F0 = phase.get("first", -math.inf)
+    quiet = row["accepted"] == 0 and F0 - F < tol * max(abs(F0), 1e-12)
+    return (since or epoch) if quiet else None
+
+
+def _stop_rule(quiet_since: int | None, sweeps: Sweeps, history: list, epoch: int,
+               window: int, F: float, tol: float) -> str | None:
+    """Which of :func:`fit_cholqr`'s rules holds after ``epoch`` ("swaps rejected",
+    "tol"), or None."""
+    if (quiet_since is not None and sweeps.done and sweeps.done[-1][1] == 0
+            and sweeps.done[-1][2] >= quiet_since):
+        return "swaps rejected"
+    F_prev = history[epoch - window]["objective"] if epoch >= window else None
+    if F_prev is not None and (F_prev - F) < tol * max(abs(F_prev), 1e-12):
+        return "tol"
+    return None
+
+
 def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
                init=None, seed: int = 0, max_epochs: int | None = None,
                max_time: float | None = None, z: int = 16, refresh_every: int = 10,
@@ -270,42 +374,16 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
     model = SparseGP(kernel, X, y, [0], noise=noise, objective=objective, dtype=dtype,
                      device=device)
     n = model.n
-    for name, value, low in [("m", m, 1), ("z", z, 1), ("refresh_every", refresh_every, 1),
-                             ("max_epochs", max_epochs, 1), ("seed", seed, 0),
-                             ("window", window, 1)]:
-        if name in ("max_epochs", "window") and value is None:
-            continue
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
-            raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    m, z, refresh_every, seed = int(m), int(z), int(refresh_every), int(seed)
-    if m > n:
-        raise ValueError(f"m = {m} inducing points but only n = {n} training points; "
-                         "choose m <= n")
-    if max_time is not None and not (max_time > 0):
-        raise ValueError(f"max_time must be a positive number of seconds, got {max_time!r}")
+    m, z, refresh_every, seed = _check_options(
+        m, n, z=z, refresh_every=refresh_every, max_epochs=max_epochs, seed=seed,
+        window=window, max_time=max_time, swaps_per_epoch=swaps_per_epoch, prefit=prefit,
+        init=init)
     sweep_per_epoch = isinstance(swaps_per_epoch, str)
-    if sweep_per_epoch and swaps_per_epoch != "sweep":
-        raise ValueError(f"swaps_per_epoch must be an integer or 'sweep', got "
-                         f"{swaps_per_epoch!r}")
-    if not (swaps_per_epoch is None or sweep_per_epoch) and (
-            isinstance(swaps_per_epoch, bool)
-            or not isinstance(swaps_per_epoch, numbers.Integral) or swaps_per_epoch < 0):
-        raise ValueError(f"swaps_per_epoch must be an integer >= 0 or 'sweep', got "
-                         f"{swaps_per_epoch!r}")
-    if prefit and init not in GREEDY_INITS:
-        raise ValueError(f"prefit fits the hyperparameters before a greedy init "
-                         f"({', '.join(GREEDY_INITS)}); init is {init!r}")
     gen = torch.Generator().manual_seed(seed)
     evals = evals_per_epoch(model) if max_evals is None else int(max_evals)
     deadline = None if max_time is None else t0 + max_time
-    n_evals = 0
-    if prefit:  # one continuous phase on a random set, then select under that θ
-        model.set_inducing(initial_inducing(model.X, m, "random", gen))
-        n_evals += fit_hyperparameters(model, evals, deadline)
-    model.set_inducing(initial_inducing(model.X, m, init, gen, model=model))
-    swaps = m if sweep_per_epoch else (min(60, m) if swaps_per_epoch is None
-                                       else int(swaps_per_epoch))
-    window = sweep_epochs(m, n, swaps) if window is None else int(window)
+    n_evals = _initial_set(model, m, init, prefit, gen, evals, deadline)
+    swaps, window = _phase_lengths(m, n, swaps_per_epoch, window)
     params = [p for p in model.parameters() if p.requires_grad]
     with torch.no_grad():
         F_prev = float(model.objective().detach())
@@ -322,26 +400,14 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
             sweeps.epoch = epoch
             if m < n and swaps > 0:  # discrete phase
                 sw = _Swapper(model, z, refresh_every, gen, sweeps)
-                while sweep_per_epoch or sw.attempts < swaps:
-                    if deadline is not None and time.perf_counter() >= deadline:
-                        break
-                    sw.attempt()
-                    if sw.F < best[0]:
-                        best = (sw.F, list(sw.f.pivots), snapshot(params))
-                    if sweep_per_epoch and sweeps.attempts == 0:  # a sweep just closed
-                        break
+                best = _swap_phase(sw, None if sweep_per_epoch else swaps, deadline, best,
+                                   params)
                 model.set_inducing(sw.f.pivots)
                 row.update(attempts=sw.attempts, accepted=sw.accepted,
                            objective_after_swaps=sw.F)
-            row["rejection_rate"] = (1 - row["accepted"] / row["attempts"]
-                                     if row["attempts"] else None)
-            phase: dict = {}
-            used = fit_hyperparameters(model, evals, deadline, phase)  # continuous phase
-            n_evals += used
-            with torch.no_grad():
-                F = float(model.objective().detach())
-            row.update(objective=F, hyp_evals=used, time_s=time.perf_counter() - t0,
-                       sweeps=len(sweeps.done))
+            phase = _continuous_phase(model, evals, deadline, row)
+            F = row["objective"]
+            row.update(time_s=time.perf_counter() - t0, sweeps=len(sweeps.done))
             history.append(row)
             if F < best[0]:
                 best = (F, model.inducing.tolist(), snapshot(params))
@@ -350,17 +416,10 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
             if deadline is not None and time.perf_counter() >= deadline:
                 reason = "max_time"  # before the tests below: the epoch was cut short
                 break
-            # the phase's improvement from one code path (its first evaluation, F after it)
-            F0 = phase.get("first", -math.inf)
-            quiet = row["accepted"] == 0 and F0 - F < tol * max(abs(F0), 1e-12)
-            quiet_since = (quiet_since or epoch) if quiet else None
-            if (quiet_since is not None and sweeps.done and sweeps.done[-1][1] == 0
-                    and sweeps.done[-1][2] >= quiet_since):
-                reason, row["stop"] = "converged", "swaps rejected"
-                break
-            F_prev = history[epoch - window]["objective"] if epoch >= window else None
-            if F_prev is not None and (F_prev - F) < tol * max(abs(F_prev), 1e-12):
-                reason, row["stop"] = "converged", "tol"
+            quiet_since = _quiet_since(quiet_since, epoch, row, phase, F, tol)
+            stop = _stop_rule(quiet_since, sweeps, history, epoch, window, F, tol)
+            if stop is not None:
+                reason, row["stop"] = "converged", stop
                 break
     except KeyboardInterrupt:
         reason = "interrupted"
@@ -371,4 +430,5 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
     return model, FitResult(method=f"cholqr-{objective}", theta=theta_of(model),
                             objective=best[0], history=history,
                             converged=reason == "converged", reason=reason,
-                            wall_s=time.perf_counter() - t0, n_evals=n_evals)
+                            wall_s=time.perf_counter() - t0,
+                            n_evals=sum(h["hyp_evals"] for h in history))
