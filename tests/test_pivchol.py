@@ -107,6 +107,20 @@ def test_remove_equals_fresh(p, device):
     _assert_same(f, CholQRFactors(kern, X, y, piv[:p] + piv[p + 1:] + [j], 0.1))
 
 
+def test_restore_last_undoes_remove_bit_for_bit(device):
+    kern, X, y = _data(50, 2, 4, device)
+    f = CholQRFactors(kern, X, y, [10, 3, 44, 27, 8], 0.1, capacity=6)
+    before = (f.L.clone(), f.Q.clone(), f.R.clone(), f.qy.clone(), f.resid_diag.clone(),
+              list(f.pivots))
+    kept = f.keep_last()
+    f.remove(f.k - 1)
+    f.restore_last(kept)
+    after = (f.L, f.Q, f.R, f.qy, f.resid_diag, f.pivots)
+    for a, b in zip(before[:5], after[:5]):
+        assert torch.equal(a, b)
+    assert after[5] == before[5] and f.k == 5
+
+
 def test_add_equals_fresh(device):
     kern, X, y = _data(45, 3, 5, device)
     f = CholQRFactors(kern, X, y, [2, 11], 0.2, capacity=6)

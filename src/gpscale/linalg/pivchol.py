@@ -266,6 +266,30 @@ class CholQRFactors:
         self.version += 1
         return self.pivots.pop(), ell
 
+    def keep_last(self) -> dict:
+        """What :meth:`remove` of the last pivot zeroes (its index, its rows of L and Q,
+        Q's column, R's column, its entry of Qᵀỹ, the residual diagonal), O(n + k), so
+        that :meth:`restore_last` can put it back exactly."""
+        k, n = self.k - 1, self.n
+        return {"i": self.pivots[k], "L": self._Lt[k].clone(),
+                "Qrow": self._Qt[k, : n + k + 1].clone(), "Qcol": self._Qt[:k, n + k].clone(),
+                "R": self._R[: k + 1, k].clone(), "qy": self._qy[k].clone(),
+                "resid": self.resid_diag}
+
+    def restore_last(self, kept: dict) -> None:
+        """Undo :meth:`remove` of the last pivot from what :meth:`keep_last` kept before
+        it: the factors as they were, bit for bit, in O(n + k) (no Gram–Schmidt)."""
+        k, n = self.k, self.n
+        self._Lt[k] = kept["L"]
+        self._Qt[k, : n + k + 1] = kept["Qrow"]
+        self._Qt[:k, n + k] = kept["Qcol"]
+        self._R[: k + 1, k] = kept["R"]
+        self._qy[k] = kept["qy"]
+        self.resid_diag = kept["resid"]
+        self.pivots.append(kept["i"])
+        self.k = k + 1
+        self.version += 1
+
     def position(self, j: int) -> int:
         """Position of index j among the pivots (ValueError if it is not one)."""
         try:

@@ -61,12 +61,12 @@ def exact_gain(f: CholQRFactors, j: int, objective: str = "vfe",
     ell = f.new_column(j, rtol=MIN_RESIDUAL) if ell is None else ell
     if ell is None:
         return float("-inf"), None
-    k, n = f.k, f.n
+    n = f.n
     s2 = f.sigma**2
-    r = f._Qt[:k, :n] @ ell
+    r = f.Q[:n].mT @ ell
     ell2 = ell @ ell
     w2 = (ell2 + s2 - r @ r).clamp_min(s2)
-    yw = ell @ f.y - f._qy[:k] @ r
+    yw = ell @ f.y - f.qy @ r
     gain = gains_from_terms(ell2, yw, w2, s2, objective)
     return float(gain), ell
 
@@ -120,10 +120,10 @@ class InfoPivots:
 
     def _rebuild(self, f: CholQRFactors, K_J: torch.Tensor) -> None:
         k, idx = f.k, self._index(f)
-        Lt = f._Lt[:k]
+        Lt = f.L.mT
         self.Rz = K_J - Lt.mT @ Lt[:, idx]
         self._P = f.X.new_zeros(f.capacity, len(self.J))
-        self._P[:k] = f._Qt[:k, : f.n] @ self.Rz
+        self._P[:k] = f.Q[: f.n].mT @ self.Rz
         self._f, self._version = f, f.version
 
     def _sync(self, f: CholQRFactors) -> None:
@@ -145,7 +145,7 @@ class InfoPivots:
             return
         self.J[t] = new[0]
         self.Rz[:, t] = f.residual_column(new[0])
-        self._P[: f.k, t] = f._Qt[: f.k, : f.n] @ self.Rz[:, t]
+        self._P[: f.k, t] = f.Q[: f.n].mT @ self.Rz[:, t]
 
     # -- the factors' up/down-dates, with the cache following in O(zn + zk) -------------
     def remove(self, f: CholQRFactors, p: int) -> tuple[int, torch.Tensor]:
@@ -156,14 +156,10 @@ class InfoPivots:
         synced = self._f is f and self._version == f.version
         riders = [self._P] if synced else ()
         f.move_to_last(p, riders)
-        k, n = f.k, f.n
-        last = k - 1
-        self._undo = {"i": f.pivots[last], "Qrow": f._Qt[last, : n + k].clone(),
-                      "Qcol": f._Qt[:last, n + last].clone(), "R": f._R[:k, last].clone(),
-                      "qy": f._qy[last].clone(), "resid": f.resid_diag, "synced": synced,
+        self._undo = {"kept": f.keep_last(), "synced": synced,
                       "P": self._P.clone() if synced else None, "Rz": self.Rz}
-        i, ell = f.remove(last, riders)  # no rotations left: the pivot is last
-        self._undo.update(L=ell, version=f.version)
+        i, ell = f.remove(f.k - 1, riders)  # no rotations left: the pivot is last
+        self._undo["version"] = f.version
         if synced:
             lJ = ell[self._index(f)]
             self.Rz = self.Rz + torch.outer(ell, lJ)  # a new tensor: the old one is kept
@@ -178,16 +174,7 @@ class InfoPivots:
         u, self._undo = self._undo, None
         if u is None or f.version != u["version"]:
             raise RuntimeError("undo_remove must follow remove, with no change between")
-        k, n = f.k, f.n
-        f._Lt[k] = u["L"]
-        f._Qt[k, : n + k + 1] = u["Qrow"]
-        f._Qt[:k, n + k] = u["Qcol"]
-        f._R[: k + 1, k] = u["R"]
-        f._qy[k] = u["qy"]
-        f.resid_diag = u["resid"]
-        f.pivots.append(u["i"])
-        f.k = k + 1
-        f.version += 1
+        f.restore_last(u["kept"])
         if u["synced"] and self._f is f and self._version == u["version"]:
             self._P, self.Rz = u["P"], u["Rz"]
             self._version = f.version
@@ -199,11 +186,11 @@ class InfoPivots:
         f.add(j, ell)
         if synced:
             k = f.k - 1
-            ell = f._Lt[k]
+            ell = f.L[:, k]
             lJ = ell[self._index(f)]
             self.Rz.addr_(ell, lJ, alpha=-1.0)
-            self._P[:k].addr_(f._R[:k, k], lJ, alpha=-1.0)
-            self._P[k] = f._Qt[k, : f.n] @ self.Rz
+            self._P[:k].addr_(f.R[:k, k], lJ, alpha=-1.0)
+            self._P[k] = f.Q[: f.n, k] @ self.Rz
             self._version = f.version
 
     # -- scores ---------------------------------------------------------------------------
