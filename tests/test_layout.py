@@ -492,10 +492,9 @@ def test_the_function_length_rule_counts_a_long_function():
     assert _long_functions(function("build_parser", 101), "cli.py") == []
 
 
-#: methods whose options are still their fit function's keyword arguments: cholqr's
-#: fit is being reworked, and admm's passes its keywords on to ADMMOptions
-OPTIONS_NOT_YET_A_DATACLASS = {"cholqr-vfe", "cholqr-dtc", "admm-hocv", "admm-kfold",
-                               "admm-consensus"}
+#: methods whose options are still their fit function's keyword arguments: admm's
+#: passes its keywords on to ADMMOptions
+OPTIONS_NOT_YET_A_DATACLASS = {"admm-hocv", "admm-kfold", "admm-consensus"}
 
 
 def test_each_method_declares_its_options_once_as_a_dataclass():

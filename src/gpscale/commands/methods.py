@@ -146,7 +146,7 @@ def method_text(name: str, width: int = 92) -> str:
     lines.append("")
     opts = method_options(m)
     if opts:
-        lines.append("options (gpscale fit --option NAME=VALUE, parsed by the default's type):")
+        lines.append("options (gpscale fit --option NAME=VALUE, parsed by the option's type):")
         w = max(len(k) for k in opts)
         lines += [f"  {k:<{w}}  {_show(v)}" for k, v in opts.items()]
     if m.options is None:

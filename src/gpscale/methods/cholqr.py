@@ -3,32 +3,63 @@ sparse GP on m training points chosen by swaps jointly with the hyperparameters.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 import torch
 
 from ..models import SparseGP
 from ..train import FitResult
-from ..train.cholqr import fit_cholqr
-from ..validation import as_dtype
+from ..train.cholqr import check_options, fit_cholqr
+from ..validation import as_dtype, check_int
+from .options import takes_options
 from .registry import register_method
 
 
+@dataclass
+class CholQROptions:
+    """The options of ``cholqr-vfe`` / ``cholqr-dtc`` (the fit functions' docstring and
+    :func:`gpscale.train.cholqr.fit_cholqr` say what each does), checked."""
+
+    m: int | None = None
+    noise: float = 0.1
+    init: str | list[int] | None = None
+    seed: int = 0
+    max_epochs: int | None = None
+    max_time: float | None = None
+    z: int = 16
+    tol: float = 1e-4
+    window: int | None = None
+    swaps_per_epoch: int | str | None = None
+    prefit: bool = False
+    progress: bool = False
+    device: torch.device | str | None = None
+    max_iter: int | None = None
+    dtype: torch.dtype | str = torch.float64
+
+    def __post_init__(self) -> None:
+        self.dtype = as_dtype(self.dtype)
+        if self.max_iter is not None:
+            self.max_iter = check_int("max_iter", self.max_iter, 1)
+        # m against the rows is checked by the fit, which knows them
+        check_options(1 if self.m is None else self.m, None, z=self.z, refresh_every=1,
+                      max_epochs=self.max_epochs, seed=self.seed, window=self.window,
+                      max_time=self.max_time, swaps_per_epoch=self.swaps_per_epoch,
+                      prefit=self.prefit, init=self.init)
+
+
 def _cholqr(objective: str):
-    def fit_cholqr_method(X: torch.Tensor, y: torch.Tensor, kernel, m: int | None = None,
-                          noise: float = 0.1, init=None, seed: int = 0,
-                          max_epochs: int | None = None,
-                          max_time: float | None = None, z: int = 16, tol: float = 1e-4,
-                          window: int | None = None,
-                          swaps_per_epoch: int | str | None = None, prefit: bool = False,
-                          progress: bool = False, device: torch.device | str | None = None,
-                          max_iter: int | None = None,
-                          dtype: torch.dtype | str = torch.float64
+    @takes_options(CholQROptions)
+    def fit_cholqr_method(X: torch.Tensor, y: torch.Tensor, kernel, **options: Any
                           ) -> tuple[SparseGP, FitResult]:
-        m = min(X.shape[0], 128) if m is None else m
-        max_epochs = max_epochs if max_iter is None else max_iter  # the CLI's --max-iter
-        return fit_cholqr(X, y, kernel, m, objective=objective, noise=noise, init=init,
-                          seed=seed, max_epochs=max_epochs, max_time=max_time, z=z, tol=tol,
-                          window=window, swaps_per_epoch=swaps_per_epoch, prefit=prefit,
-                          progress=progress, dtype=as_dtype(dtype), device=device)
+        o = CholQROptions(**options)
+        m = min(X.shape[0], 128) if o.m is None else o.m
+        max_epochs = o.max_epochs if o.max_iter is None else o.max_iter  # the CLI's --max-iter
+        return fit_cholqr(X, y, kernel, m, objective=objective, noise=o.noise, init=o.init,
+                          seed=o.seed, max_epochs=max_epochs, max_time=o.max_time, z=o.z,
+                          tol=o.tol, window=o.window, swaps_per_epoch=o.swaps_per_epoch,
+                          prefit=o.prefit, progress=o.progress, dtype=o.dtype,
+                          device=o.device)
 
     fit_cholqr_method.__name__ = f"fit_cholqr_{objective}"
     fit_cholqr_method.__doc__ = (f"CholQR-{objective.upper()}: sparse GP on m (default "

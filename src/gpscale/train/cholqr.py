@@ -228,10 +228,11 @@ def sweep_epochs(m: int, n: int, swaps: int) -> int:
     return 1 if m >= n or swaps < 1 else -(-m // swaps)
 
 
-def _check_options(m, n: int, *, z, refresh_every, max_epochs, seed, window, max_time,
-                   swaps_per_epoch, prefit, init) -> tuple[int, int, int, int]:
-    """:func:`fit_cholqr`'s options checked (a ValueError saying what to pass otherwise);
-    returns (m, z, refresh_every, seed) as ints."""
+def check_options(m, n: int | None, *, z, refresh_every, max_epochs, seed, window, max_time,
+                  swaps_per_epoch, prefit, init) -> tuple[int, int, int, int]:
+    """:func:`fit_cholqr`'s options checked (a ValueError saying what to pass otherwise;
+    m against the n training rows unless n is None); returns (m, z, refresh_every, seed)
+    as ints."""
     for name, value, low in [("m", m, 1), ("z", z, 1), ("refresh_every", refresh_every, 1),
                              ("max_epochs", max_epochs, 1), ("seed", seed, 0),
                              ("window", window, 1)]:
@@ -239,7 +240,7 @@ def _check_options(m, n: int, *, z, refresh_every, max_epochs, seed, window, max
             continue
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
-    if int(m) > n:
+    if n is not None and int(m) > n:
         raise ValueError(f"m = {int(m)} inducing points but only n = {n} training points; "
                          "choose m <= n")
     if max_time is not None and not (max_time > 0):
@@ -374,7 +375,7 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
     model = SparseGP(kernel, X, y, [0], noise=noise, objective=objective, dtype=dtype,
                      device=device)
     n = model.n
-    m, z, refresh_every, seed = _check_options(
+    m, z, refresh_every, seed = check_options(
         m, n, z=z, refresh_every=refresh_every, max_epochs=max_epochs, seed=seed,
         window=window, max_time=max_time, swaps_per_epoch=swaps_per_epoch, prefit=prefit,
         init=init)
