@@ -83,6 +83,10 @@ def test_mixture_is_the_mean_of_variances_plus_the_variance_of_means_of_a_sample
         assert v[j] == pytest.approx(var[block].mean() + c * mean[block].var(), rel=1e-12)
     # one value says nothing of the spread: no factor
     assert mixture(np.full(4, 2.0), np.full(4, 0.5), 4)[1][0] == pytest.approx(0.5, rel=1e-15)
+    # predictions a rounding apart are one value: L = 2 here, as above
+    near = np.array([0.3, 0.3 + 4e-16, -0.2, 0.3])
+    c2 = 3.0 * 3.0 / 1.0
+    assert mixture(near, np.zeros(4), 4)[1][0] == pytest.approx(c2 * near.var(), rel=1e-12)
 
 
 @pytest.mark.parametrize("L, c", [(1, 1.0), (2, 9.0), (4, 5.0), (12, 13 / 9), (50, 51 / 47)])

@@ -30,8 +30,12 @@ def mark_checked(T: torch.Tensor) -> torch.Tensor:
     return T
 
 
-def _is_checked(T: torch.Tensor) -> bool:
-    return getattr(T, "_gpscale_checked", None) == T._version and not T.requires_grad
+def _checked_as_asked(T: Any, ndim: int, dtype: torch.dtype, device) -> bool:
+    """Whether ``T`` is a tensor marked checked and unchanged since, of the asked shape
+    rank, dtype and device: then it is taken as it is."""
+    return (isinstance(T, torch.Tensor) and getattr(T, "_gpscale_checked", None) == T._version
+            and not T.requires_grad and T.ndim == ndim and T.dtype == dtype
+            and (device is None or T.device == torch.device(device)))
 
 
 def as_matrix(
@@ -40,8 +44,7 @@ def as_matrix(
     """X as a finite (n, d) tensor; raises ValueError naming ``name`` otherwise. A tensor
     already checked (:func:`mark_checked`) of the asked dtype and device is returned
     as it is: the rows are checked once on their way to the model."""
-    if isinstance(X, torch.Tensor) and _is_checked(X) and X.ndim == 2 and X.dtype == dtype \
-            and (device is None or X.device == torch.device(device)):
+    if _checked_as_asked(X, 2, dtype, device):
         return X
     if isinstance(X, torch.Tensor):
         T = X.detach().to(dtype=dtype, device=device)
@@ -68,8 +71,7 @@ def as_matrix(
 def as_vector(y, name: str = "y", dtype: torch.dtype = torch.float64, device=None):
     """y as a finite (n,) tensor; an (n, 1) column is accepted (a checked tensor is
     returned as it is, as by :func:`as_matrix`)."""
-    if isinstance(y, torch.Tensor) and _is_checked(y) and y.ndim == 1 and y.dtype == dtype \
-            and (device is None or y.device == torch.device(device)):
+    if _checked_as_asked(y, 1, dtype, device):
         return y
     if isinstance(y, torch.Tensor):
         T = y.detach().to(dtype=dtype, device=device)
@@ -138,6 +140,11 @@ def check_int(name: str, value: Any, low: int) -> int:
     if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < low:
         raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
     return int(value)
+
+
+def check_optional_int(name: str, value: Any, low: int) -> int | None:
+    """:func:`check_int` for an option that may be None (returned as it is)."""
+    return None if value is None else check_int(name, value, low)
 
 
 def as_dtype(dtype: torch.dtype | str) -> torch.dtype:

@@ -71,7 +71,9 @@ def mixture(mean: np.ndarray, var: np.ndarray, k: int) -> tuple[np.ndarray, np.n
     mean, var = mean.reshape(-1, k), var.reshape(-1, k)
     centre = mean.mean(axis=1)
     spread = ((mean - centre[:, None]) ** 2).mean(axis=1)
-    distinct = 1 + (np.diff(np.sort(mean, axis=1), axis=1) != 0).sum(axis=1)
+    # equal inputs may predict a rounding apart in different batch positions: one value
+    tied = 1e-9 * (1.0 + np.abs(mean).max(axis=1, keepdims=True))
+    distinct = 1 + (np.diff(np.sort(mean, axis=1), axis=1) > tied).sum(axis=1)
     return centre, var.mean(axis=1) + spread * sample_spread_factor(distinct)
 
 

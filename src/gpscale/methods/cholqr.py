@@ -11,7 +11,7 @@ import torch
 from ..models import SparseGP
 from ..train import FitResult
 from ..train.cholqr import check_options, fit_cholqr
-from ..validation import as_dtype, check_int
+from ..validation import as_dtype, check_optional_int
 from .options import takes_options
 from .registry import register_method
 
@@ -39,8 +39,7 @@ class CholQROptions:
 
     def __post_init__(self) -> None:
         self.dtype = as_dtype(self.dtype)
-        if self.max_iter is not None:
-            self.max_iter = check_int("max_iter", self.max_iter, 1)
+        self.max_iter = check_optional_int("max_iter", self.max_iter, 1)
         # m against the rows is checked by the fit, which knows them
         check_options(1 if self.m is None else self.m, None, z=self.z, refresh_every=1,
                       max_epochs=self.max_epochs, seed=self.seed, window=self.window,

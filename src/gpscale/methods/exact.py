@@ -33,7 +33,7 @@ from ..train.exact_refine import PROBES, refine_on_rows
 from ..train.lbfgs import OUT_OF_TIME, warn_if_out_of_time
 from ..train.starts import fit_from_sqrt_d, sample_rows
 from ..train.warning_types import ConvergenceWarning
-from ..validation import as_dtype, check_int, check_positive
+from ..validation import as_dtype, check_int, check_optional_int, check_positive
 from .cost import (
     REFINE_SECONDS,
     refine_evaluations,
@@ -104,7 +104,7 @@ class ExactFit:
     def __post_init__(self) -> None:
         # the options every path reads; the CG path's own are checked where it starts
         # (:meth:`_cg_options`), so a Cholesky fit ignores them
-        self.seed = None if self.seed is None else check_int("seed", self.seed, 0)
+        self.seed = check_optional_int("seed", self.seed, 0)
         if self.init not in ("auto", "given"):
             raise ValueError(f"init must be 'auto' or 'given', got {self.init!r}")
         if self.solver not in SOLVERS:

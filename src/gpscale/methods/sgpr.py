@@ -39,7 +39,7 @@ from ..train.lbfgs import OUT_OF_TIME, warn_if_out_of_time
 from ..train.sgpr import fit_sgpr
 from ..train.sgpr_passes import fit_sgpr_passes
 from ..train.starts import exact_start_on_sample, keep_lower, noise_above, sqrt_d_start
-from ..validation import as_dtype, check_int, check_positive
+from ..validation import as_dtype, check_int, check_optional_int, check_positive
 from .cost import (
     DEFAULT_M,
     SGPR_HELD_ROWS,
@@ -93,9 +93,8 @@ class SGPROptions:
         if isinstance(self.init, str) and self.init not in ("random", "kmeans"):
             raise ValueError(f"init must be 'random', 'kmeans' or an (m, d) tensor of "
                              f"inducing inputs, got {self.init!r}")
-        for name, low in (("m", 1), ("warm_rows", 1)):
-            if getattr(self, name) is not None:
-                setattr(self, name, check_int(name, getattr(self, name), low))
+        self.m = check_optional_int("m", self.m, 1)
+        self.warm_rows = check_optional_int("warm_rows", self.warm_rows, 1)
         for name, low in (("max_iter", 1), ("patience", 1), ("init_rows", 0), ("seed", 0),
                           ("subsample", 2), ("refine", 0)):
             setattr(self, name, check_int(name, getattr(self, name), low))

@@ -19,7 +19,7 @@ from ..models.fitc import FITC
 from ..train import FitResult
 from ..train.lbfgs import warn_if_out_of_time
 from ..train.spgp import INITS, fit_spgp, snelson_start
-from ..validation import as_dtype, check_int, check_positive
+from ..validation import as_dtype, check_int, check_optional_int, check_positive
 from .cost import DEFAULT_M
 from .options import takes_options
 from .registry import register
@@ -50,7 +50,7 @@ class SPGPOptions:
         if isinstance(self.init, str) and self.init not in INITS:
             raise ValueError(f"init must be one of {INITS} or an (m, d) tensor of "
                              f"pseudo-inputs, got {self.init!r}")
-        self.m = None if self.m is None else check_int("m", self.m, 1)
+        self.m = check_optional_int("m", self.m, 1)
         self.noise = check_positive("noise", self.noise)
         self.max_iter = check_int("max_iter", self.max_iter, 1)
         self.patience = check_int("patience", self.patience, 1)

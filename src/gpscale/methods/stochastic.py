@@ -20,7 +20,7 @@ from ..models import FeatureGP
 from ..train import FitResult
 from ..train.minibatch import DEFAULT_LR, check_lr_schedule
 from ..train.stochastic import fit_bsgd, fit_minimax, fit_scgd
-from ..validation import check_int, check_positive
+from ..validation import check_int, check_optional_int, check_positive
 from .options import takes_options
 from .registry import register_method
 
@@ -54,9 +54,8 @@ class StochasticOptions:
         if self.features is not None and str(self.features).lower() not in FEATURES:
             raise ValueError(f"features must be one of {FEATURES} (default 'rff'), got "
                              f"{self.features!r}")
-        for name, low in (("num_features", 2), ("buffer_rows", 1)):
-            if getattr(self, name) is not None:
-                check_int(name, getattr(self, name), low)
+        check_optional_int("num_features", self.num_features, 2)
+        check_optional_int("buffer_rows", self.buffer_rows, 1)
         check_int("seed", self.seed, 0)
         for name in ("batch_size", "eval_every"):  # an int, or a float that is one
             v = getattr(self, name)

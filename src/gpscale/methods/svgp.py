@@ -17,7 +17,7 @@ from ..models import SVGP
 from ..train import FitResult
 from ..train.minibatch import DEFAULT_LR, check_batch_size, check_lr_schedule
 from ..train.svgp import fit_svgp
-from ..validation import as_dtype, check_int, check_positive
+from ..validation import as_dtype, check_int, check_optional_int, check_positive
 from .options import takes_options
 from .registry import register
 
@@ -43,9 +43,8 @@ class SVGPOptions:
 
     def __post_init__(self) -> None:
         # batch_size is checked against n by the fit (check_batch_size)
-        for name in ("num_inducing", "buffer_rows"):
-            if getattr(self, name) is not None:
-                setattr(self, name, check_int(name, getattr(self, name), 1))
+        self.num_inducing = check_optional_int("num_inducing", self.num_inducing, 1)
+        self.buffer_rows = check_optional_int("buffer_rows", self.buffer_rows, 1)
         if self.epochs is not None:
             check_positive("epochs", self.epochs)
         if self.lr is not None:
