@@ -185,6 +185,19 @@ def _reference(rec, results, name, kernel, X, y, Xte, yte, y_scale, iters, args,
     return nlml_full
 
 
+def split_tensors(name: str, max_train: int | None, device):
+    """Fold 0 of UCI set ``name`` (the first ``max_train`` training rows) as float64
+    tensors (X, y, X_test, y_test) and the training y's sd, the unit of the scores."""
+    from gpscale.data import load_uci
+
+    split = load_uci(name, fold=0)
+    cut = slice(None) if max_train is None else slice(0, max_train)
+    X, y, Xte, yte = (torch.as_tensor(a, dtype=torch.float64, device=device)
+                      for a in (split.X_train[cut], split.y_train[cut], split.X_test,
+                                split.y_test))
+    return X, y, Xte, yte, float(split.scaler.y_scale)
+
+
 def rmse_of(mean: torch.Tensor, y: torch.Tensor) -> float:
     return float(torch.sqrt(((mean - y) ** 2).mean()))
 
@@ -230,7 +243,6 @@ def _fullbatch(X, y, feats, iters, device):
 @register("stochastic", help="MINIMAX / SCGD vs BSGD / SVGP vs batch size (Shoham & Avron)",
           add_arguments=_arguments, plot=lambda fig, recs, row: _plot(fig, recs, row))
 def run(args, rec) -> None:
-    from gpscale.data import load_uci
 
     quick = bool(args.quick)
     datasets = args.datasets or (["pumadyn32nm"] if quick else
@@ -248,13 +260,7 @@ def run(args, rec) -> None:
         rec.note(_svgp()[1] + " — the SVGP row is left empty")
     results: dict[tuple, float] = {}
     for name in datasets:
-        split = load_uci(name, fold=0)
-        cut = slice(None) if args.max_train is None else slice(0, args.max_train)
-        X = torch.as_tensor(split.X_train[cut], dtype=torch.float64, device=device)
-        y = torch.as_tensor(split.y_train[cut], dtype=torch.float64, device=device)
-        Xte = torch.as_tensor(split.X_test, dtype=torch.float64, device=device)
-        yte = torch.as_tensor(split.y_test, dtype=torch.float64, device=device)
-        y_scale = float(split.scaler.y_scale)
+        X, y, Xte, yte, y_scale = split_tensors(name, args.max_train, device)
         rec.note(f"{name}: sd(y) = {y_scale:.4g} on the training rows, so nlml_y = nlml "
                  f"{math.log(y_scale):+.3f}")
         d = X.shape[1]

@@ -23,7 +23,15 @@ import time
 import torch
 
 from .harness import register
-from .stochastic import KERNELS, PAPER_NLML, PAPER_RMSE, make_features, paper_value, rmse_of
+from .stochastic import (
+    KERNELS,
+    PAPER_NLML,
+    PAPER_RMSE,
+    make_features,
+    paper_value,
+    rmse_of,
+    split_tensors,
+)
 
 
 def _arguments(p) -> None:
@@ -105,7 +113,6 @@ def _papers_cells(kernel: str, name: str) -> dict[str, str | None]:
           help="full-batch L-BFGS reference of the deep-kernel model, to its tolerance",
           add_arguments=_arguments, plot=lambda fig, recs, row: _plot(fig, recs))
 def run(args, rec) -> None:
-    from gpscale.data import load_uci
     from gpscale.deadline import Deadline
     from gpscale.models import FeatureGP
     from gpscale.train import fit_lbfgs
@@ -117,13 +124,7 @@ def run(args, rec) -> None:
     device = args.device
     first = True
     for name in datasets:
-        split = load_uci(name, fold=0)
-        cut = slice(None) if args.max_train is None else slice(0, args.max_train)
-        X = torch.as_tensor(split.X_train[cut], dtype=torch.float64, device=device)
-        y = torch.as_tensor(split.y_train[cut], dtype=torch.float64, device=device)
-        Xte = torch.as_tensor(split.X_test, dtype=torch.float64, device=device)
-        yte = torch.as_tensor(split.y_test, dtype=torch.float64, device=device)
-        y_scale = float(split.scaler.y_scale)
+        X, y, Xte, yte, y_scale = split_tensors(name, args.max_train, device)
         for kernel in kernels:
             feats = make_features(kernel, X.shape[1], args, device)
             model = FeatureGP(feats, X, y, noise=0.1, weights="fixed", device=device)
