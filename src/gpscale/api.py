@@ -29,7 +29,7 @@ from .methods.kernel_choice import (
 )
 from .methods.skill_check import check_skill
 from .parallel.cluster import connect
-from .plan import Plan, make_plan, survey_cluster
+from .plan import AUTO, Plan, make_plan, survey_cluster
 from .predictor import FORMAT_VERSION, Predictor, load
 
 __all__ = ["fit", "load", "choose", "Choice", "Predictor", "register_method", "get_method",
@@ -78,18 +78,22 @@ def fit(X: Any, y: Any = None, method: str = "exact", kernel: str | Kernel = AUT
     (``Source.memory_bytes()`` tells how much). Every check of the request itself happens
     in :func:`gpscale.plan.make_plan` before any row is read for training.
     """
-    early = survey_cluster(method, scheduler, workers)
-    if early != (None, None):  # the request's own checks, before a cluster starts
-        make_plan(None, method, None, options=options, budget=budget, scheduler=scheduler,
-                  workers=workers)
-    with connect(*early) as client:
+    # a named method's plan reads no rows: made once, before a cluster starts or a row
+    # is read; auto's needs the data's size, so it is made once they are known
+    plan = None if method == AUTO else make_plan(
+        None, method, None, options=options, budget=budget, scheduler=scheduler,
+        workers=workers)
+    with connect(*survey_cluster(method, scheduler, workers)) as client:
         data = training_data(X, y, target, columns=columns, exclude=exclude,
                              categorical=categorical, date_features=date_features,
                              client=client)
         k, kernel_name = resolve_kernel(kernel, data.num_features, data.inputs)
-        plan = make_plan(data, method, k, options=options, budget=budget,
-                         scheduler=scheduler, workers=workers,
-                         kernel_auto=kernel_name == AUTO_KERNEL)
+        if plan is None:
+            plan = make_plan(data, method, k, budget=budget, options=options,
+                             scheduler=scheduler, workers=workers,
+                             kernel_auto=kernel_name == AUTO_KERNEL)
+        else:
+            plan.check_size(data.num_features)
         cluster = (scheduler, workers) if client is None else (client, None)
         return run(plan, data, k, kernel_name, standardize, *cluster)
 

@@ -3,7 +3,7 @@ options, a time budget, a cluster — into what will run, for every door (
 :func:`gpscale.fit`, ``gpscale fit``, the scikit-learn estimator).
 
 Every check of the request itself happens here, once, before any row is read for
-training: the method and option names and types, ``budget`` only with ``"auto"``, the
+training: the method and option names, types and values, ``budget`` only with ``"auto"``, the
 device and dtype, a cluster only for methods that can use one. Those refusals are
 :class:`PlanError` (a ``ValueError``; the command line exits 2 on them). What the data
 turn out to hold is checked later, by the run.
@@ -15,6 +15,7 @@ its work goes to the cluster given.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -23,7 +24,7 @@ from .io import Source, TrainingData
 from .kernels import Kernel
 from .methods import METHODS, Method
 from .methods.auto import Choice, choose_method, time_allowance
-from .methods.options import parse_option, placement_options
+from .methods.options import options_class, parse_option, placement_options
 from .validation import as_dtype, check_device
 
 __all__ = ["Plan", "PlanError", "make_plan", "AUTO", "survey_cluster"]
@@ -69,6 +70,17 @@ class Plan:
         """How the method reads the rows: ``"memory"``, ``"passes"`` or
         ``"minibatches"``."""
         return self.method.reads
+
+    def check_size(self, num_features: int) -> None:
+        """The one check of a named method's request that needs the data's column count
+        (e.g. rff's feature matrix against memory); :func:`make_plan` runs it itself
+        when given the data. Raises :class:`PlanError`."""
+        if self.method.size_check is None:
+            return
+        try:
+            self.method.size_check(self.options, num_features)
+        except ValueError as err:
+            raise PlanError(str(err)) from None
 
 
 def make_plan(data: Source | TrainingData | None, method: str, kernel: Kernel | None, *,
@@ -128,6 +140,7 @@ def make_plan(data: Source | TrainingData | None, method: str, kernel: Kernel | 
             options["device"] = check_device(options["device"])
         if "dtype" in options:
             options["dtype"] = as_dtype(options["dtype"])
+        check_values(picked, options)
     except ValueError as err:
         if choice is None:
             raise PlanError(str(err)) from None
@@ -154,6 +167,16 @@ def survey_cluster(method: Any, scheduler: Any, workers: int | None
     rows and columns to decide whether a cluster is used at all."""
     named = isinstance(method, str) and method != AUTO and method in METHODS
     return (scheduler, workers) if named and METHODS[method].uses_cluster else (None, None)
+
+
+def check_values(method: Method, options: dict[str, Any]) -> None:
+    """ValueError for an option value ``method``'s options dataclass refuses (its
+    ``__post_init__``), so that a bad value is refused before any row is read, in the
+    words the fit itself would use."""
+    cls = options_class(method)
+    if cls is not None:
+        names = {f.name for f in dataclasses.fields(cls) if f.init}
+        cls(**{k: v for k, v in options.items() if k in names})
 
 
 def cluster_methods() -> list[str]:
