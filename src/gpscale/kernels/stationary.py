@@ -223,7 +223,8 @@ class Matern(Stationary):
     The three paths evaluate this κ in their own order of operations (``_k`` from r with
     a floor that keeps autograd's √ finite at r = 0; ``_contract`` from r with its
     derivative; the tiles from s² = 2ν r², :meth:`radial`), kept as they are so that
-    every fit reproduces bit for bit.
+    every fit reproduces bit for bit; tests/test_kernel_forms.py holds each (and GRIEF's
+    1-D factor) to the formula.
     """
 
     def __init__(
