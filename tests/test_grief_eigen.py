@@ -150,6 +150,7 @@ def test_rotated_basis_stays_an_option():
     post, _ = fit_grief_i(X, y, p=40, n_iter=40, burn=10, thin=10, init_points=25,
                           init_max_iter=50, basis="rotated")
     assert post.rank <= 25  # at most n rotated directions
+    assert post.summary().startswith(f"GP-GRIEF-I posterior: 3 draws, rank p̃ = {post.rank}")
     with pytest.raises(ValueError, match="basis"):
         fit_grief_i(X, y, p=40, basis="pca")
 

@@ -37,6 +37,7 @@ from ..linalg import robust_eigh, woodbury_factor
 from ..params import LOG_2PI
 from ..validation import as_matrix
 from .base import GPModel, MeanAndVariance, dtype_name
+from .grief_eigen import draws_summary
 
 
 class _OrthNLML(torch.autograd.Function):
@@ -236,17 +237,7 @@ class GriefIPosterior(GPModel):
         return MeanAndVariance(torch.cat(means), torch.cat(variances))
 
     def summary(self) -> str:
-        ls = self.features.lengthscale.detach().reshape(-1).cpu()
-        w = self.w.mean(0).cpu()
-        return "\n".join([
-            f"GP-GRIEF-I posterior: {self.num_samples} draws, rank p̃ = {self.rank}",
-            f"  base lengthscales (fixed): {[round(float(v), 4) for v in ls]}",
-            f"  signal variance s₀ (fixed): {float(self.scale):.5g}",
-            f"  noise σ²: mean {float(self.noise.mean()):.5g}, "
-            f"std {float(self.noise.std()) if self.num_samples > 1 else 0.0:.3g}",
-            f"  weights w (posterior means): min {float(w.min()):.4g}, "
-            f"median {float(w.median()):.4g}, max {float(w.max()):.4g}",
-        ])
+        return draws_summary(self, f"rank p̃ = {self.rank}")
 
     # -- persistence: draws, rotation and the grid; never the training rows -------------
     def to_config(self) -> dict[str, Any]:

@@ -163,6 +163,23 @@ class ReweightedGrief:
         return Pw @ (B.mT @ alpha), var.clamp_min(0.0)
 
 
+def draws_summary(posterior: Any, basis: str) -> str:
+    """The summary of a GRIEF-I posterior (MCMC draws of the weights ``w`` and the noise,
+    over fixed base lengthscales and signal variance ``scale``); ``basis`` says what the
+    weights sit on."""
+    ls = posterior.features.lengthscale.detach().reshape(-1).cpu()
+    w, noise, k = posterior.w.mean(0).cpu(), posterior.noise, posterior.num_samples
+    return "\n".join([
+        f"GP-GRIEF-I posterior: {k} draws, {basis}",
+        f"  base lengthscales (fixed): {[round(float(v), 4) for v in ls]}",
+        f"  signal variance s₀ (fixed): {float(posterior.scale):.5g}",
+        f"  noise σ²: mean {float(noise.mean()):.5g}, "
+        f"std {float(noise.std()) if k > 1 else 0.0:.3g}",
+        f"  weights w (posterior means): min {float(w.min()):.4g}, "
+        f"median {float(w.median()):.4g}, max {float(w.max()):.4g}",
+    ])
+
+
 class ReweightedGriefPosterior(GPModel):
     """GP-GRIEF-I predictive model with the weights on the eigenfunctions (eq. 16):
     the MCMC draws (wₛ, σ²ₛ) of s₀ Φ diag(w) Φᵀ + σ²I (Φ the GRIEF features, s₀ the
@@ -233,18 +250,7 @@ class ReweightedGriefPosterior(GPModel):
         return MeanAndVariance(mean, (second / self.num_samples - mean * mean).clamp_min(0.0))
 
     def summary(self) -> str:
-        ls = self.features.lengthscale.detach().reshape(-1).cpu()
-        w = self.w.mean(0).cpu()
-        return "\n".join([
-            f"GP-GRIEF-I posterior: {self.num_samples} draws, p = {self.rank} "
-            "weighted eigenfunctions (eq. 16)",
-            f"  base lengthscales (fixed): {[round(float(v), 4) for v in ls]}",
-            f"  signal variance s₀ (fixed): {float(self.scale):.5g}",
-            f"  noise σ²: mean {float(self.noise.mean()):.5g}, "
-            f"std {float(self.noise.std()) if self.num_samples > 1 else 0.0:.3g}",
-            f"  weights w (posterior means): min {float(w.min()):.4g}, "
-            f"median {float(w.median()):.4g}, max {float(w.max()):.4g}",
-        ])
+        return draws_summary(self, f"p = {self.rank} weighted eigenfunctions (eq. 16)")
 
     def to_config(self) -> dict[str, Any]:
         f = self.features
