@@ -20,6 +20,7 @@ from .io.scaling import OWN_UNITS_ADVICE, rows_scaler, scaled_in_memory, with_co
 from .kernels import Kernel, gap_columns, with_gaps
 from .methods import METHODS, Method, get_method, register_method
 from .methods.auto import Choice
+from .methods.cost import exact_seconds
 from .methods.kernel_choice import (
     AUTO_KERNEL,
     DEFAULT_KERNEL,
@@ -28,7 +29,6 @@ from .methods.kernel_choice import (
     loo_predictions,
     modelled_gaps,
 )
-from .methods.cost import exact_seconds
 from .methods.skill_check import check_skill
 from .parallel.cluster import connect
 from .plan import Plan, make_plan, survey_cluster
