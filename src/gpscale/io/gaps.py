@@ -144,9 +144,9 @@ def widening_lines(scales: np.ndarray, names: list[str]) -> list[str]:
     out = []
     for c in np.flatnonzero(scales[1] > 0):
         alpha, rows, factor = scales[0, c], int(scales[1, c]), factors(scales)[c]
-        does = (f"their new rows' variance x{factor:.3g}" if factor > 1 else
-                f"fewer than {LOO_MIN_ROWS} rows: not used" if rows < LOO_MIN_ROWS else
-                "not widened (only a factor above 1 widens)")
-        out.append(f"{names[c]}: leave-one-out alpha {alpha:.3g} on {rows} training "
-                   f"rows, {does}")
+        does = (f"new rows with the gap: variance x{factor:.4g}" if factor > 1 else
+                f"fewer than {LOO_MIN_ROWS} rows, not used" if rows < LOO_MIN_ROWS else
+                "at most 1, nothing widened")
+        out.append(f"{names[c]!r}: leave-one-out alpha {alpha:.4g} on the {rows} training "
+                   f"rows with the gap; {does}")
     return out
