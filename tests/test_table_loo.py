@@ -207,3 +207,19 @@ def test_the_estimate_counts_the_leave_one_out_pass():
     assert plain.method == gapped.method == "exact"
     assert gapped.seconds - plain.seconds == pytest.approx(exact_seconds(3000, 1))
     assert gapped.seconds == pytest.approx(exact_seconds(3000, EXACT_EVALS + 1))
+
+
+def test_the_fit_leaves_time_for_the_pass_in_its_allowance(monkeypatch):
+    """The fit's search ends the pass's estimated time before the allowance: with that
+    estimate made enormous, a table with gaps stops at once, one without runs on."""
+    import gpscale.api as api
+
+    monkeypatch.setattr(api, "exact_seconds", lambda n, evals=EXACT_EVALS: 1e9)
+    rng = np.random.default_rng(2)
+    train = _table(rng, 120)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        gapped = gpscale.fit(train, target="y", method="auto", kernel="rbf-ard")
+        whole = gpscale.fit(train.fillna(0.0), target="y", method="auto", kernel="rbf-ard")
+    assert gapped.result.reason == "time allowance" and gapped.gap_loo is not None
+    assert whole.result.reason != "time allowance"
