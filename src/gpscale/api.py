@@ -13,18 +13,20 @@ from . import kernels as _kernels
 from .deadline import Deadline
 from .io import Rows, Source, TrainingData, training_data
 from .io.encoding import TableEncoding
-from .io.gaps import REFERENCE_ROWS
+from .io.gaps import REFERENCE_ROWS, loo_scales
 from .io.inputs import TABLE_KERNELS, table_kernel
 from .io.sample import sample_rows
 from .io.scaling import OWN_UNITS_ADVICE, rows_scaler, scaled_in_memory, with_codes
-from .kernels import Kernel, with_gaps
+from .kernels import Kernel, gap_columns, with_gaps
 from .methods import METHODS, Method, get_method, register_method
 from .methods.auto import Choice
+from .methods.cost import exact_seconds
 from .methods.kernel_choice import (
     AUTO_KERNEL,
     DEFAULT_KERNEL,
     KernelChoice,
     kernel_for,
+    loo_predictions,
     modelled_gaps,
 )
 from .methods.skill_check import check_skill
@@ -132,6 +134,7 @@ def run(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
         else:
             scaler, model, result, kernel_name, kernel_choice = _fit_held(
                 plan, data, kernel, kernel_name, standardize, client, deadline)
+        gap_loo = _gap_loo(model)
         if hasattr(model, "freeze"):  # let go of rows not held and of the cluster,
             model.freeze()  # keeping what prediction needs, read while the cluster is up
         reference = _reference_rows(data, client)
@@ -140,7 +143,19 @@ def run(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
     return Predictor(model, scaler, result, method=m.name, kernel_name=kernel_name,
                      standardize=bool(standardize), feature_names=data.feature_names,
                      target_name=data.target_name, inputs=data.inputs, choice=plan.choice,
-                     kernel_choice=kernel_choice, reference=reference)
+                     kernel_choice=kernel_choice, reference=reference, gap_loo=gap_loo)
+
+
+def _gap_loo(model: Any) -> Any:
+    """After an exact fit by Cholesky whose kernel models a table's gaps, each gap
+    column's leave-one-out α (:func:`gpscale.io.gaps.loo_scales`; one more factorisation
+    at the fitted θ); None for every other fit."""
+    columns = gap_columns(getattr(model, "kernel", None))
+    if not columns or getattr(getattr(model, "solver", None), "name", None) != "cholesky":
+        return None
+    mean, var = loo_predictions(model)
+    z2 = ((model.y - mean) ** 2 / var).detach().cpu().numpy()
+    return loo_scales(z2, model.X.detach().cpu().numpy(), columns)
 
 
 def _reference_rows(data: TrainingData, client: Any) -> Any:
@@ -168,6 +183,9 @@ def _fit_held(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
     pick = None
     # a table's missing numbers: their variance modelled where the fit can (kernels/gaps)
     gaps = (data.inputs.gap_columns() if isinstance(data.inputs, TableEncoding) else [])
+    if gaps and deadline is not None and modelled_gaps(m, options, Xs, gaps):
+        # the fit leaves time for the leave-one-out pass after it (_gap_loo)
+        deadline = deadline.sooner(deadline.left() - exact_seconds(len(Xs), 1))
     with _own_units(standardize, m.name):
         if kernel_name == AUTO_KERNEL:
             pick = kernel_for(m, Xs, ys, options, budget=plan.budget, deadline=deadline,

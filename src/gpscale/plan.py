@@ -107,8 +107,9 @@ def make_plan(data: Source | TrainingData | None, method: str, kernel: Kernel | 
         if data is None or kernel is None:
             raise ValueError("method='auto' needs the data and the kernel to plan")
         distinct = getattr(data, "distinct_inputs", lambda: None)()
+        gaps = getattr(data.inputs, "gap_columns", lambda: [])()  # a table's gap columns
         choice = choose_method(data.num_rows(), data.num_features, kernel, budget,
-                               distinct=distinct, choose_kernel=kernel_auto)
+                               distinct=distinct, choose_kernel=kernel_auto, gaps=bool(gaps))
         picked = METHODS[choice.method]
     else:
         if budget is not None:

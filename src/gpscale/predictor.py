@@ -14,6 +14,10 @@ column (:class:`gpscale.io.inputs.StringInputs`) or from a table's columns
 uniform sample of the encoded training rows, the values a table's gaps are integrated
 over at prediction (:mod:`gpscale.io.gaps`); without it a gap is filled as before it
 existed (a number's training mean, an unknown level's zeros).
+``gap_loo`` (absent from older files and from fits other than the exact GP by Cholesky
+on a table with gaps): the (2, d) leave-one-out α of each gap column and its row count
+(:func:`gpscale.io.gaps.loo_scales`), which widens the intervals of rows with those
+gaps; without it nothing is widened.
 ``written_by`` (absent from older files) names the gpscale version that wrote the file.
 ``checksum`` (absent from older files) is a sha256 over every other entry, tensors
 included (:mod:`gpscale.checksum`), checked at load: a damaged file is refused.
@@ -36,7 +40,7 @@ from . import kernels as _kernels
 from .checksum import CHECKSUM_KEY, check_content, content_digest
 from .files import atomic_bytes
 from .io.encoding import TableEncoding
-from .io.gaps import NEIGHBOURS, completions, mixture
+from .io.gaps import NEIGHBOURS, completions, mixture, widening, widening_lines
 from .io.given import column_names, writable
 from .io.inputs import StringInputs, inputs_from_state, table_inputs
 from .kernels import Kernel
@@ -65,7 +69,8 @@ class Predictor:
                  inputs: StringInputs | TableEncoding | None = None,
                  choice: Choice | None = None,
                  kernel_choice: KernelChoice | None = None,
-                 reference: np.ndarray | None = None) -> None:
+                 reference: np.ndarray | None = None,
+                 gap_loo: np.ndarray | None = None) -> None:
         self.model, self.scaler, self.result = model, scaler, result
         self.method, self.kernel_name, self.standardize = method, kernel_name, standardize
         #: input column names and target name, when the training data had them
@@ -80,6 +85,9 @@ class Predictor:
         self.kernel_choice = kernel_choice
         #: encoded training rows (unscaled) a table's gaps are integrated over, or None
         self.reference = None if reference is None else np.asarray(reference, np.float64)
+        #: each gap column's leave-one-out α and row count (2, d), which widen the
+        #: intervals of rows with a gap training had (:mod:`gpscale.io.gaps`), or None
+        self.gap_loo = None if gap_loo is None else np.asarray(gap_loo, np.float64)
 
     @property
     def n_features(self) -> int:
@@ -162,7 +170,25 @@ class Predictor:
                         ) -> np.ndarray | tuple[np.ndarray, np.ndarray]:
         """:meth:`predict` for rows already encoded as the model's inputs (a table's
         rows from :func:`gpscale.io.inputs.prediction_source`, NaN marking gaps)."""
-        Xs = self.scaler.transform_x(np.asarray(X, dtype=np.float64))
+        X = np.asarray(X, dtype=np.float64)
+        mean, var = self._predict_scaled(X, include_noise)
+        if self.gap_loo is not None:  # rows with a gap training had: widened by its α
+            factor = widening(X, self.gap_loo)
+            if (rows := factor > 1.0).any():
+                var_y = var[rows] if include_noise else \
+                    self._predict_scaled(X[rows], include_noise=True)[1]
+                var = var.copy()
+                var[rows] += (factor[rows] - 1.0) * var_y  # y's times the factor
+        mean = self.scaler.inverse_y(mean)
+        if not return_std:
+            return mean
+        return mean, self.scaler.inverse_std(np.sqrt(np.clip(var, 0.0, None)))
+
+    def _predict_scaled(self, X: np.ndarray, include_noise: bool
+                        ) -> tuple[np.ndarray, np.ndarray]:
+        """The mean and variance at encoded rows, in standardised units, as the model
+        and the gaps' mixture give them (before any widening)."""
+        Xs = self.scaler.transform_x(X)
         gapped = np.isnan(Xs).any(axis=1)
         if gapped.any() and self.reference is None:  # a file written before gaps
             Xs = self.scaler.transform_x(np.where(np.isnan(X), self._old_fill(), X))
@@ -171,10 +197,7 @@ class Predictor:
         if gapped.any():
             mean, var = _merge(gapped, mean, var, *self._predict_gaps(Xs[gapped],
                                                                       include_noise))
-        mean = self.scaler.inverse_y(mean)
-        if not return_std:
-            return mean
-        return mean, self.scaler.inverse_std(np.sqrt(np.clip(var, 0.0, None)))
+        return mean, var
 
     def _model_predict(self, Xs: np.ndarray, include_noise: bool
                        ) -> tuple[np.ndarray, np.ndarray]:
@@ -244,6 +267,8 @@ class Predictor:
         q = getattr(self.scaler, "quality", None)
         found = q.lines(self.input_names) if q is not None else []
         table = self.inputs.lines() if isinstance(self.inputs, TableEncoding) else []
+        if self.gap_loo is not None and self.input_names is not None:
+            table += widening_lines(self.gap_loo, self.input_names)
         return "".join([*(f"column {line}\n" for line in table),
                         *(f"data quality: {line}\n" for line in found)])
 
@@ -277,6 +302,8 @@ class Predictor:
                 dataclasses.asdict(self.kernel_choice)),
             **({} if self.reference is None
                else {"reference": torch.as_tensor(self.reference, dtype=torch.float64)}),
+            **({} if self.gap_loo is None
+               else {"gap_loo": torch.as_tensor(self.gap_loo, dtype=torch.float64)}),
             **quality_entry(self),
         }
         return {**saved, CHECKSUM_KEY: content_digest(saved)}
@@ -398,7 +425,8 @@ def _rebuild(saved: dict[str, Any], path: Path) -> Predictor:
                      inputs=_string_inputs(saved.get("inputs"), path),
                      choice=_choice(saved.get("choice")),
                      kernel_choice=_kernel_choice(saved.get("kernel_choice")),
-                     reference=_reference(saved.get("reference"), len(scaler.x_mean)))
+                     reference=_reference(saved.get("reference"), len(scaler.x_mean)),
+                     gap_loo=_gap_loo(saved.get("gap_loo"), len(scaler.x_mean)))
 
 
 def _merge(gapped: np.ndarray, mean: np.ndarray, var: np.ndarray, gap_mean: np.ndarray,
@@ -419,6 +447,20 @@ def _reference(saved: Any, d: int) -> np.ndarray | None:
             and saved.shape[0] > 0 and saved.is_floating_point()
             and bool(torch.isfinite(saved).all())):
         raise TypeError("its reference rows are not a finite matrix over the model's inputs")
+    return saved.numpy()
+
+
+def _gap_loo(saved: Any, d: int) -> np.ndarray | None:
+    """The saved leave-one-out α and row counts (None when absent); a TypeError (the
+    file is damaged) unless a (2, d) float matrix of positive α and whole counts."""
+    if saved is None:
+        return None
+    if not (isinstance(saved, torch.Tensor) and saved.is_floating_point()
+            and tuple(saved.shape) == (2, d) and bool(torch.isfinite(saved).all())
+            and bool((saved[0] > 0).all()) and bool((saved[1] >= 0).all())
+            and bool((saved[1] == saved[1].round()).all())):
+        raise TypeError("its leave-one-out widening (gap_loo) is not a (2, d) matrix of "
+                        "positive factors and row counts over the model's inputs")
     return saved.numpy()
 
 

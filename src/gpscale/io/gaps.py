@@ -15,18 +15,36 @@ what it could have been.
 
 :meth:`gpscale.io.encoding.TableEncoding.batch` marks the gaps as NaN;
 :meth:`gpscale.predictor.Predictor.predict` fills and mixes.
+
+**Gaps training had, widened by leave-one-out.** A row whose number training also
+lacked is predicted as fitted: at the column's mean with its indicator set, its
+variance the exact GP's gap term (:class:`gpscale.kernels.GapVariance`). On a real
+table that variance can be learned too small (the indicator gives such rows a region
+of f of their own). The training rows with gap c say by how much: α_c, the mean of
+their squared standardised leave-one-out residuals r_i² / s_i² (s_i² the leave-one-out
+predictive variance of y, R&W eq. 5.12), is about 1 where the model is right
+(:func:`loo_scales`). After an exact fit by Cholesky the predictor keeps α (its
+``gap_loo``) and multiplies the predictive variance of y of a new row with gap c by
+max(1, α_c) (only widening; a row with several gaps by the largest; a column with
+fewer than :data:`LOO_MIN_ROWS` training rows with the gap: not at all): the variance
+of f gains (α_c − 1) times that of y (:func:`widening`). Other fits (the CG path,
+other methods) keep no α and widen nothing. Measured: benchmarks/results/tables/gaps/loo/.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["REFERENCE_ROWS", "NEIGHBOURS", "completions", "mixture", "sample_spread_factor"]
+__all__ = ["REFERENCE_ROWS", "NEIGHBOURS", "LOO_MIN_ROWS", "completions", "mixture",
+           "sample_spread_factor", "loo_scales", "factors", "widening", "widening_lines"]
 
 #: training rows kept with a table model to draw a gap's values from
 REFERENCE_ROWS = 1000
 #: the completions of one row: reference rows nearest on its observed columns
 NEIGHBOURS = 50
+#: a gap column's α is used only where at least this many training rows have the gap
+#: (its sampling error on fewer rows is as large as the widening it would bring)
+LOO_MIN_ROWS = 20
 
 
 def completions(X: np.ndarray, reference: np.ndarray, k: int = NEIGHBOURS
@@ -82,3 +100,53 @@ def sample_spread_factor(distinct: np.ndarray) -> np.ndarray:
     L = np.asarray(distinct, dtype=np.float64)
     nu = np.maximum(L - 1.0, 3.0)
     return np.where(L > 1, (L + 1.0) / np.maximum(L - 1.0, 1.0) * nu / (nu - 2.0), 1.0)
+
+
+def loo_scales(z2: np.ndarray, X: np.ndarray, columns: list[int] | tuple[int, ...]
+               ) -> np.ndarray:
+    """α per gap column (module docstring) from the squared standardised leave-one-out
+    residuals ``z2`` (n,) of the training rows ``X`` (n, d), whose 0/1 columns
+    ``columns`` mark a gap: a (2, d) array, row 0 the mean of ``z2`` over the rows with
+    each column's gap (1 for the other columns and for a gap no row has), row 1 how
+    many rows that is (0 for the other columns)."""
+    z2, X = np.asarray(z2, np.float64).reshape(-1), np.asarray(X, np.float64)
+    out = np.zeros((2, X.shape[1]))
+    out[0] = 1.0
+    for c in columns:
+        rows = X[:, c] != 0
+        out[1, c] = rows.sum()
+        if rows.any():
+            out[0, c] = z2[rows].mean()
+    return out
+
+
+def factors(scales: np.ndarray) -> np.ndarray:
+    """Each column's variance factor from :func:`loo_scales`' (2, d): max(1, α_c) where
+    at least :data:`LOO_MIN_ROWS` rows had the gap, else 1."""
+    alpha, rows = scales
+    return np.where(rows >= LOO_MIN_ROWS, np.maximum(alpha, 1.0), 1.0)
+
+
+def widening(X: np.ndarray, scales: np.ndarray) -> np.ndarray:
+    """The factor on the predictive variance of y of each row of ``X`` (encoded, (n, d)):
+    the largest of its gap columns' :func:`factors` (1 for a row without such a gap)."""
+    per_column = factors(scales)
+    wide = np.flatnonzero(per_column > 1.0)
+    out = np.ones(len(X))
+    if len(wide):
+        marked = np.nan_to_num(np.asarray(X, np.float64)[:, wide], nan=0.0) == 1.0
+        out = np.where(marked, per_column[wide], 1.0).max(axis=1, initial=1.0)
+    return out
+
+
+def widening_lines(scales: np.ndarray, names: list[str]) -> list[str]:
+    """The summary's account of α, one line per gap column: what it is and what it does."""
+    out = []
+    for c in np.flatnonzero(scales[1] > 0):
+        alpha, rows, factor = scales[0, c], int(scales[1, c]), factors(scales)[c]
+        does = (f"new rows with the gap: variance x{factor:.4g}" if factor > 1 else
+                f"fewer than {LOO_MIN_ROWS} rows, not used" if rows < LOO_MIN_ROWS else
+                "at most 1, nothing widened")
+        out.append(f"{names[c]!r}: leave-one-out alpha {alpha:.4g} on the {rows} training "
+                   f"rows with the gap; {does}")
+    return out

@@ -16,7 +16,7 @@ from .categorical import Exchangeable, mixed_kernel
 from .chunked import kernel_matmul
 from .discrete import Hamming, Intersection, Spectrum, Tanimoto, TanimotoDot, scaled_sum
 from .facts import SpectralFacts, spectral_facts
-from .gaps import GapVariance, gap_rows, with_gaps
+from .gaps import GapVariance, gap_columns, gap_rows, with_gaps
 from .periodic import LocallyPeriodic, Periodic
 from .spectral import SpectralDensity
 from .stationary import RBF, Linear, Matern, RationalQuadratic, Stationary
@@ -27,7 +27,7 @@ __all__ = [
     "from_config", "KERNELS", "KERNEL_CLASSES", "kernel_class",
     "SpectralDensity", "SpectralFacts", "spectral_facts",
     "Tanimoto", "TanimotoDot", "Intersection", "Hamming", "Spectrum", "scaled_sum",
-    "Exchangeable", "mixed_kernel", "GapVariance", "gap_rows", "with_gaps",
+    "Exchangeable", "mixed_kernel", "GapVariance", "gap_rows", "gap_columns", "with_gaps",
 ]
 
 

@@ -36,7 +36,7 @@ import torch
 from ..params import Positive
 from .base import Kernel
 
-__all__ = ["GapVariance", "with_gaps", "gap_rows"]
+__all__ = ["GapVariance", "with_gaps", "gap_rows", "gap_columns"]
 
 
 def _shared_rows(X1: torch.Tensor, X2: torch.Tensor | None
@@ -108,12 +108,20 @@ class GapVariance(Kernel):
         return out, g @ self._marks(rows).detach().to(g)
 
 
+def gap_columns(kernel: Kernel | None) -> list[int]:
+    """The 0/1 gap columns the :class:`GapVariance` terms of ``kernel`` model, sorted
+    (none for None or a kernel without such a term)."""
+    if kernel is None:
+        return []
+    return sorted({c for k in kernel.modules() if isinstance(k, GapVariance)
+                   for c in k.active_dims})
+
+
 def gap_rows(kernel: Kernel, X: torch.Tensor) -> torch.Tensor | None:
     """The rows of X with a gap that a :class:`GapVariance` in ``kernel`` models (a
     boolean mask), None when the kernel has none: such rows are never copies of one
     another, as each has its own value behind the gap."""
-    columns = sorted({c for k in kernel.modules() if isinstance(k, GapVariance)
-                      for c in k.active_dims})
+    columns = gap_columns(kernel)
     return (X[:, columns] != 0).any(dim=1) if columns else None
 
 

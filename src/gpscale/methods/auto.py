@@ -65,6 +65,7 @@ from ..sizes import available_memory
 from .cost import (
     DEFAULT_FEATURES,
     DEFAULT_M,
+    EXACT_EVALS,
     SGPR_HELD_ROWS,
     exact_bytes,
     exact_seconds,
@@ -130,14 +131,17 @@ def time_allowance(choice: Choice, budget: float | None) -> float:
 
 def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
                   dtype: torch.dtype = torch.float64, distinct: int | None = None,
-                  choose_kernel: bool = False) -> Choice:
+                  choose_kernel: bool = False, gaps: bool = False) -> Choice:
     """The method (and size options) for n rows of d inputs with ``kernel`` and a time
     budget in seconds (None: no budget). ``distinct``: how many distinct input rows
     there are, when known; the exact GP merges copies of an input
     (:mod:`gpscale.models.copies`), so its estimates count those, not n.
     ``choose_kernel``: the kernel family is to be chosen from the data
     (``kernel="auto"``; ``kernel`` stands in for it): the exact GP's and sgpr's estimates
-    include the choice's fits (:func:`~gpscale.methods.cost.kernel_choice_seconds`)."""
+    include the choice's fits (:func:`~gpscale.methods.cost.kernel_choice_seconds`).
+    ``gaps``: a table whose missing numbers the exact GP models; its Cholesky fit then
+    ends with one more factorisation, the gaps' leave-one-out widening
+    (:mod:`gpscale.io.gaps`), counted as one more evaluation."""
     if budget is not None and not (isinstance(budget, (int, float)) and budget > 0
                                    and math.isfinite(budget)):
         raise ValueError(f"budget must be a positive number of seconds, got {budget!r}")
@@ -146,7 +150,8 @@ def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
     size = f"n={n}" + (f" at {g} distinct inputs" if g < n else "")
     rows = sample_size(budget)
     choosing = kernel_choice_seconds(g, rows, len(CANDIDATES)) if choose_kernel else 0.0
-    seconds, memory = exact_seconds(g) + choosing, exact_bytes(g, d, dtype)
+    seconds = exact_seconds(g, EXACT_EVALS + int(bool(gaps))) + choosing
+    memory = exact_bytes(g, d, dtype)
     avail = available_memory()
     fits = avail is None or memory <= 0.5 * avail
     with_choice = (f" with the kernel family chosen from {len(CANDIDATES)} fits"
