@@ -262,3 +262,28 @@ def test_the_iterative_estimate_counts_the_slower_contraction_of_other_kernels()
         for rbf in (True, False):
             assert refine_evaluations(n, d, rbf) * refine_seconds(n, d, rbf) <= REFINE_SECONDS
     assert refine_evaluations(14_940, 18, rbf=False) < refine_evaluations(14_940, 18)
+
+
+def test_a_table_with_gaps_is_estimated_as_the_fit_runs_it(monkeypatch):
+    """Where the iterative path would take an RBF's fit but the gaps' kernel (no tiled
+    form) keeps the fit on Cholesky, auto's estimate and reason are Cholesky's, one
+    more evaluation included (the leave-one-out pass); where that Cholesky fit is over
+    the budget but the iterative one is not, auto asks for solver="cg" (no gap term),
+    as estimated."""
+    import gpscale.methods.auto as auto
+    from gpscale.methods.cost import EXACT_EVALS
+
+    monkeypatch.setattr(auto, "available_memory", lambda: None)
+    d, k = 60, make_kernel("rbf-ard", 60)
+    n = next(n for n in range(2000, 20000, 50)
+             if too_large(n, d, rbf=True) and not too_large(n, d, rbf=False))
+    plain, gapped = choose_method(n, d, k), choose_method(n, d, k, gaps=True)
+    assert plain.reason.endswith("no inducing-point approximation")  # iterative
+    assert gapped.method == "exact" and gapped.options == {}
+    assert "by Cholesky" in gapped.reason
+    assert gapped.seconds == pytest.approx(exact_seconds(n, EXACT_EVALS + 1))
+    between = (iterative_seconds(n, d, True) + gapped.seconds) / 2
+    assert iterative_seconds(n, d, True) < between < gapped.seconds
+    squeezed = choose_method(n, d, k, budget=between, gaps=True)
+    assert squeezed.method == "exact" and squeezed.options == {"solver": "cg"}
+    assert squeezed.seconds == pytest.approx(iterative_seconds(n, d, True))

@@ -139,9 +139,12 @@ def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
     ``choose_kernel``: the kernel family is to be chosen from the data
     (``kernel="auto"``; ``kernel`` stands in for it): the exact GP's and sgpr's estimates
     include the choice's fits (:func:`~gpscale.methods.cost.kernel_choice_seconds`).
-    ``gaps``: a table whose missing numbers the exact GP models; its Cholesky fit then
-    ends with one more factorisation, the gaps' leave-one-out widening
-    (:mod:`gpscale.io.gaps`), counted as one more evaluation."""
+    ``gaps``: a table with missing numbers, which the exact GP models where it fits by
+    Cholesky (:func:`~gpscale.methods.kernel_choice.modelled_gaps`): there the fit keeps
+    to Cholesky, whatever the iterative path would cost, with one more factorisation at
+    its end (the gaps' leave-one-out widening, :mod:`gpscale.io.gaps`); so its estimate
+    is Cholesky's, within a quarter of an hour (or the budget), else the iterative
+    path's with ``solver="cg"``, which models no gap."""
     if budget is not None and not (isinstance(budget, (int, float)) and budget > 0
                                    and math.isfinite(budget)):
         raise ValueError(f"budget must be a positive number of seconds, got {budget!r}")
@@ -161,12 +164,24 @@ def choose_method(n: int, d: int, kernel: Kernel, budget: float | None = None,
                       f"at {_seconds(seconds)}, within "
                       f"{'the budget' if budget else 'a minute'} ({_seconds(limit)})",
                       seconds)
+    cholesky_gaps = gaps and fits and ExactFit(dtype=dtype).solver_for(g, d, False) \
+        == "cholesky"
+    if cholesky_gaps:  # the fit stays on Cholesky, the one path that models the gaps
+        wide = ITERATIVE_SECONDS if budget is None else float(budget)
+        if seconds <= wide:
+            return Choice("exact", {}, f"{size}: the exact GP's fit by Cholesky (the "
+                          f"table's missing numbers are modelled there){with_choice} is "
+                          f"estimated at {_seconds(seconds)}, within "
+                          f"{'the budget' if budget else 'a quarter of an hour'} "
+                          f"({_seconds(wide)})", seconds)
     # past the exact GP on every row, the choice's fits are on a sample of rows
     reserve = kernel_choice_seconds(g, rows, len(CANDIDATES)) if choose_kernel else 0.0
     why_not_exact = (f"{size}: the exact GP would need about {_seconds(seconds)}"
                      + ("" if fits else f" and {memory / 2**30:.3g} GiB"))
     iterative = _iterative_choice(g, d, kernel, budget, dtype, why_not_exact, reserve)
     if iterative is not None:
+        if cholesky_gaps:  # as estimated: by CG, the gaps as indicator columns alone
+            return Choice("exact", {"solver": "cg"}, iterative.reason, iterative.seconds)
         return iterative
     if kernel.spectral_density() is None:  # the kernel says whether it has one
         m = min(CHOLQR_M, max(2, n // 4))
