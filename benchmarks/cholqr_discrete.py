@@ -164,8 +164,22 @@ def run(args, rec) -> None:
                                fit_s=fit_s, objective=res.objective,
                                objective_per_point=res.objective / len(tr),
                                epochs=max((h.get("iter", 0) for h in res.history), default=0),
-                               reason=res.reason)
+                               reason=res.reason, **_swap_counts(res))
     _summarise(rec, cells, sets, ms, splits, subset, list(args.methods))
+
+
+def _swap_counts(res) -> dict:
+    """A CholQR fit's swap attempts, accepted swaps and its final number of information
+    pivots (AA's grows), from its history; nothing for a baseline."""
+    hist = res.history[1:]
+    if not any("attempts" in h for h in hist):
+        return {}
+    out = {"attempts": sum(h.get("attempts", 0) for h in hist),
+           "accepted": sum(h.get("accepted", 0) for h in hist)}
+    zs = [h["z"] for h in hist if "z" in h]
+    if zs:
+        out["z_final"] = zs[-1]
+    return out
 
 
 def _summarise(rec, cells, sets, ms, splits, subset, methods) -> None:
