@@ -244,11 +244,12 @@ def plot(fig, records: list[dict], row: dict) -> None:
         for j, (key, label) in enumerate((("smse", "test SMSE"), ("snlp", "test SNLP"),
                                           ("fit_s", "training time (s)"))):
             ax = axes[i][j]
-            for meth in methods:
+            for k, meth in enumerate(methods):
                 pts = sorted((r["m"], r[key]) for r in rows
                              if r["set"] == s and r["method"] == meth)
                 if pts:
-                    ax.plot(*zip(*pts), "-o", ms=3, label=meth)
+                    ax.plot(*zip(*pts), "-" + "os^D"[k // 10 % 4], ms=3, label=meth,
+                            color=f"C{k % 10}")
             ax.set_xscale("log", base=2)
             if key == "fit_s":
                 ax.set_yscale("log")
@@ -256,11 +257,12 @@ def plot(fig, records: list[dict], row: dict) -> None:
             ax.set_title(f"{s}: {label}", fontsize=8)
         axes[i][0].legend(fontsize=7)
         ax = axes[i][3]  # Fig. 3(c)/(f): test SMSE against training time, each m
-        for meth in methods:
+        for k, meth in enumerate(methods):
             pts = [(r["fit_s"], r["smse"]) for r in rows
                    if r["set"] == s and r["method"] == meth]
             if pts:
-                ax.plot(*zip(*pts), "o", ms=4, label=meth)
+                ax.plot(*zip(*pts), "os^D"[k // 10 % 4], ms=4, label=meth,
+                        color=f"C{k % 10}")
         ax.set_xscale("log")
         ax.set_xlabel("training time (s)")
         ax.set_ylabel("test SMSE")
