@@ -72,16 +72,16 @@ for t in range(T):
         stats[(sel, z)].append({"accept": F_down - float(exact[j]) < F,
                                 "pct": pct, "gap": best - float(exact[j]), "rho": rho,
                                 "in_J": j in J, "seen": float(fin.mean()),
-                                "best_accept": F_down - best < F})
+                                "best_accept": F_down - best < F, "j": j})
         info.undo_remove(f)
 print(f"{T} attempts, {time.perf_counter() - t0:.1f} s; n = {len(tr)}, m = 64")
 print("| rule | proposal accepted | best candidate would be | proposal's exact-ΔF percentile "
       "| ΔF(best) − ΔF(proposal), nats | rank correlation approx/exact | proposal is an "
-      "information pivot | candidates scored (a_j ≠ 0) |")
-print("|---|---|---|---|---|---|---|---|")
+      "information pivot | candidates scored (a_j ≠ 0) | distinct proposals |")
+print("|---|---|---|---|---|---|---|---|---|")
 for (sel, z), rows in stats.items():
     def mean(k, rows=rows):
         return np.mean([r[k] for r in rows])
     print(f"| {sel}-z{z} | {mean('accept'):.2f} | {mean('best_accept'):.2f} | "
           f"{mean('pct'):.3f} | {mean('gap'):.2f} | {mean('rho'):.2f} | {mean('in_J'):.2f} | "
-          f"{mean('seen'):.2f} |")
+          f"{mean('seen'):.2f} | {len({r['j'] for r in rows})} of {len(rows)} |")
