@@ -30,9 +30,9 @@ ALL_SETS = ("ESOL", "Lipophilicity", "petase_151_mutants")
 #: "cholqr" is the paper's CholQR-z16; "cholqr-z128" uses 128 information pivots
 METHODS = ("cholqr", "cholqr-z128", "random", "titsias-16", "titsias-512", "ivm")
 #: Fig. 3(c)/(f)'s CholQR variants, by name: "cholqr-zN" (N random pivots),
-#: "cholqr-oi-zN" (N greedy residual pivots, as CSI), "cholqr-aa-zN-M" (N random pivots
-#: grown by N after each rejected swap, up to M; our rule)
-VARIANT = re.compile(r"^cholqr(?:-(oi|aa))?(?:-z(\d+)(?:-(\d+))?)?$")
+#: "cholqr-oi-zN" (N greedy residual pivots, as CSI), "cholqr-aa-zN-M[-sS]" (N random
+#: pivots grown by S (default N) after each rejected swap, up to M; our rule)
+VARIANT = re.compile(r"^cholqr(?:-(oi|aa))?(?:-z(\d+)(?:-(\d+)(?:-s(\d+))?)?)?$")
 
 
 def cholqr_variant(method: str) -> dict | None:
@@ -40,12 +40,14 @@ def cholqr_variant(method: str) -> dict | None:
     match = VARIANT.match(method)
     if match is None:
         return None
-    sel, z, z_max = match.groups()
+    sel, z, z_max, step = match.groups()
     if (sel == "aa") != (z_max is not None):
         return None
     out = {"info_pivots": sel or "random", "z": int(z) if z else 16}
     if z_max is not None:
         out["z_max"] = int(z_max)
+    if step is not None:
+        out["aa_step"] = int(step)
     return out
 
 
@@ -61,7 +63,7 @@ def _arguments(p) -> None:
     p.add_argument("--test-frac", type=float, default=0.1, help="test fraction (default 0.1)")
     p.add_argument("--methods", nargs="+", default=list(METHODS),
                    help=f"methods (default {' '.join(METHODS)}); also CholQR variants "
-                   "cholqr-zN, cholqr-oi-zN, cholqr-aa-zN-M (Fig. 3(c)/(f))")
+                   "cholqr-zN, cholqr-oi-zN, cholqr-aa-zN-M[-sS] (Fig. 3(c)/(f))")
     p.add_argument("--epochs", type=int, default=None,
                    help="alternations of selection and hyperparameter fitting "
                    "(default 10; --quick 3)")
@@ -127,7 +129,7 @@ def run(args, rec) -> None:
     unknown = [m for m in args.methods if m not in METHODS and cholqr_variant(m) is None]
     if unknown:
         raise ValueError(f"unknown --methods {unknown}; choose from {list(METHODS)} or a "
-                         "CholQR variant cholqr-zN, cholqr-oi-zN, cholqr-aa-zN-M")
+                         "CholQR variant cholqr-zN, cholqr-oi-zN, cholqr-aa-zN-M[-sS]")
     dev = args.device
     cells: dict[tuple[str, int, str], list[tuple[float, float, float]]] = {}
     for name in sets:

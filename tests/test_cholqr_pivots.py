@@ -140,19 +140,24 @@ def test_fit_cholqr_variants_and_options():
     X, y, kern = _problem(150, 2, 35)
     for sel in ("oi", "aa"):
         model, res = cq.fit_cholqr(X, y, kern, 12, seed=2, max_epochs=4, z=4,
-                                   info_pivots=sel, z_max=20)
+                                   info_pivots=sel, z_max=20, aa_step=1)
         objs = [h["objective"] for h in res.history]
         assert all(b <= a + 1e-8 for a, b in zip(objs, objs[1:]))
         assert math.isclose(res.objective, float(model.objective().detach()), rel_tol=1e-8)
         zs = [h["z"] for h in res.history[1:] if "z" in h]
         if sel == "aa":
             assert zs == sorted(zs) and 4 <= zs[0] and zs[-1] <= 20
+            grown = zs[-1] - 4  # one pivot per rejected attempt, until z_max
+            rejected = sum(h["attempts"] - h["accepted"] for h in res.history[1:])
+            assert grown == min(rejected, 16) and grown > 0
         else:
             assert zs == []
     with pytest.raises(ValueError, match="info_pivots"):
         cq.fit_cholqr(X, y, kern, 8, info_pivots="csi")
     with pytest.raises(ValueError, match="z_max"):
         cq.fit_cholqr(X, y, kern, 8, info_pivots="aa", z=32, z_max=16)
+    with pytest.raises(ValueError, match="aa_step"):
+        cq.fit_cholqr(X, y, kern, 8, info_pivots="aa", aa_step=0)
     with pytest.raises(ValueError, match="select"):
         InfoPivots(CholQRFactors(kern, X, y, [0], 0.1), 4, torch.Generator(), select="x")
 
@@ -178,5 +183,7 @@ def test_bench_variant_names():
     assert cholqr_variant("cholqr-z128") == {"info_pivots": "random", "z": 128}
     assert cholqr_variant("cholqr-oi-z64") == {"info_pivots": "oi", "z": 64}
     assert cholqr_variant("cholqr-aa-z8-128") == {"info_pivots": "aa", "z": 8, "z_max": 128}
+    assert cholqr_variant("cholqr-aa-z8-128-s1") == {"info_pivots": "aa", "z": 8,
+                                                     "z_max": 128, "aa_step": 1}
     assert cholqr_variant("cholqr-aa-z8") is None and cholqr_variant("titsias-16") is None
     assert cholqr_variant("cholqr-oi-z8-64") is None

@@ -34,6 +34,7 @@ class CholQROptions:
     prefit: bool = False
     info_pivots: str = "random"
     z_max: int = 128
+    aa_step: int | None = None
     progress: bool = False
     device: torch.device | str | None = None
     max_iter: int | None = None
@@ -47,7 +48,7 @@ class CholQROptions:
                       max_epochs=self.max_epochs, seed=self.seed, window=self.window,
                       max_time=self.max_time, swaps_per_epoch=self.swaps_per_epoch,
                       prefit=self.prefit, init=self.init, info_pivots=self.info_pivots,
-                      z_max=self.z_max)
+                      z_max=self.z_max, aa_step=self.aa_step)
 
 
 def _cholqr(objective: str):
@@ -61,6 +62,7 @@ def _cholqr(objective: str):
                           seed=o.seed, max_epochs=max_epochs, max_time=o.max_time, z=o.z,
                           tol=o.tol, window=o.window, swaps_per_epoch=o.swaps_per_epoch,
                           prefit=o.prefit, info_pivots=o.info_pivots, z_max=o.z_max,
+                          aa_step=o.aa_step,
                           progress=o.progress, dtype=o.dtype,
                           device=o.device)
 
@@ -77,7 +79,8 @@ def _cholqr(objective: str):
                                  "swaps_per_epoch: min(60, m) (the paper's), an integer or "
                                  "'sweep'; info_pivots: 'random' (the paper's), 'oi' "
                                  "(greedy residual pivots, as CSI) or 'aa' (z random pivots "
-                                 "grown by z per rejected swap up to z_max, ours); "
+                                 "grown by aa_step (default z) per rejected swap up to "
+                                 "z_max, ours); "
                                  "max_epochs, max_time: optional caps; max_iter is "
                                  "an alias of max_epochs.")
     return fit_cholqr_method

@@ -241,14 +241,15 @@ def sweep_epochs(m: int, n: int, swaps: int) -> int:
 
 def check_options(m, n: int | None, *, z, refresh_every, max_epochs, seed, window, max_time,
                   swaps_per_epoch, prefit, init, info_pivots="random",
-                  z_max=128) -> tuple[int, int, int, int]:
+                  z_max=128, aa_step=None) -> tuple[int, int, int, int]:
     """:func:`fit_cholqr`'s options checked (a ValueError saying what to pass otherwise;
     m against the n training rows unless n is None); returns (m, z, refresh_every, seed)
     as ints."""
     for name, value, low in [("m", m, 1), ("z", z, 1), ("refresh_every", refresh_every, 1),
                              ("max_epochs", max_epochs, 1), ("seed", seed, 0),
-                             ("window", window, 1), ("z_max", z_max, 1)]:
-        if name in ("max_epochs", "window") and value is None:
+                             ("window", window, 1), ("z_max", z_max, 1),
+                             ("aa_step", aa_step, 1)]:
+        if name in ("max_epochs", "window", "aa_step") and value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
@@ -356,7 +357,8 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
                max_time: float | None = None, z: int = 16, refresh_every: int = 10,
                swaps_per_epoch: int | str | None = None, max_evals: int | None = None,
                tol: float = 1e-4, window: int | None = None, prefit: bool = False,
-               info_pivots: str = "random", z_max: int = 128, progress: bool = False,
+               info_pivots: str = "random", z_max: int = 128, aa_step: int | None = None,
+               progress: bool = False,
                dtype: torch.dtype = torch.float64,
                device: torch.device | str | None = None) -> tuple[SparseGP, FitResult]:
     """CholQR (Cao et al. 2013): choose m inducing training points and the
@@ -371,8 +373,9 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
     whole sweep of the inducing set per epoch; ``max_evals`` (L-BFGS evaluations per
     epoch) defaults to min(20, max(15, 2·#hyp)). ``info_pivots``: ``"random"`` (§3.3.2,
     the paper's default), ``"oi"`` (the greedy pivots of the residual's pivoted Cholesky,
-    as CSI chooses them) or ``"aa"`` (z random pivots grown by z after every rejected
-    attempt up to ``z_max``; our rule, :class:`_Swapper`): Fig. 3(c)/(f)'s variants.
+    as CSI chooses them) or ``"aa"`` (z random pivots grown by ``aa_step`` (default z)
+    after every rejected attempt up to ``z_max``; our rule, :class:`_Swapper`): Fig.
+    3(c)/(f)'s variants.
 
     Stopping, whichever holds first (``reason="converged"``, the rule in the last
     history row's ``stop``):
@@ -400,7 +403,7 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
     m, z, refresh_every, seed = check_options(
         m, n, z=z, refresh_every=refresh_every, max_epochs=max_epochs, seed=seed,
         window=window, max_time=max_time, swaps_per_epoch=swaps_per_epoch, prefit=prefit,
-        init=init, info_pivots=info_pivots, z_max=z_max)
+        init=init, info_pivots=info_pivots, z_max=z_max, aa_step=aa_step)
     z_now = z  # "aa": the pivot set's size carries over from epoch to epoch
     sweep_per_epoch = isinstance(swaps_per_epoch, str)
     gen = torch.Generator().manual_seed(seed)
@@ -424,7 +427,7 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
             sweeps.epoch = epoch
             if m < n and swaps > 0:  # discrete phase
                 sw = _Swapper(model, z_now, refresh_every, gen, sweeps, info_pivots,
-                              z_step=z, z_max=z_max)
+                              z_step=z if aa_step is None else int(aa_step), z_max=z_max)
                 best = _swap_phase(sw, None if sweep_per_epoch else swaps, deadline, best,
                                    params)
                 model.set_inducing(sw.f.pivots)
