@@ -18,6 +18,7 @@ m = 16, a short time limit per fit.
 
 from __future__ import annotations
 
+import re
 import time
 
 import numpy as np
@@ -28,6 +29,26 @@ from .harness import register
 ALL_SETS = ("ESOL", "Lipophilicity", "petase_151_mutants")
 #: "cholqr" is the paper's CholQR-z16; "cholqr-z128" uses 128 information pivots
 METHODS = ("cholqr", "cholqr-z128", "random", "titsias-16", "titsias-512", "ivm")
+#: Fig. 3(c)/(f)'s CholQR variants, by name: "cholqr-zN" (N random pivots),
+#: "cholqr-oi-zN" (N greedy residual pivots, as CSI), "cholqr-aa-zN-M[-sS]" (N random
+#: pivots grown by S (default N) after each rejected swap, up to M; our rule)
+VARIANT = re.compile(r"^cholqr(?:-(oi|aa))?(?:-z(\d+)(?:-(\d+)(?:-s(\d+))?)?)?$")
+
+
+def cholqr_variant(method: str) -> dict | None:
+    """fit_cholqr's pivot options for a CholQR method name, None for a baseline."""
+    match = VARIANT.match(method)
+    if match is None:
+        return None
+    sel, z, z_max, step = match.groups()
+    if (sel == "aa") != (z_max is not None):
+        return None
+    out = {"info_pivots": sel or "random", "z": int(z) if z else 16}
+    if z_max is not None:
+        out["z_max"] = int(z_max)
+    if step is not None:
+        out["aa_step"] = int(step)
+    return out
 
 
 def _arguments(p) -> None:
@@ -41,7 +62,8 @@ def _arguments(p) -> None:
                    help="use only this many points of each set (default all; --quick 300)")
     p.add_argument("--test-frac", type=float, default=0.1, help="test fraction (default 0.1)")
     p.add_argument("--methods", nargs="+", default=list(METHODS),
-                   help=f"methods (default {' '.join(METHODS)})")
+                   help=f"methods (default {' '.join(METHODS)}); also CholQR variants "
+                   "cholqr-zN, cholqr-oi-zN, cholqr-aa-zN-M[-sS] (Fig. 3(c)/(f))")
     p.add_argument("--epochs", type=int, default=None,
                    help="alternations of selection and hyperparameter fitting "
                    "(default 10; --quick 3)")
@@ -81,9 +103,9 @@ def fit_method(method: str, X, y, kernel, m: int, seed: int, epochs: int,
     if method.startswith("cholqr"):
         from gpscale.train.cholqr import fit_cholqr
 
-        z = int(method.removeprefix("cholqr-z")) if method != "cholqr" else 16
         return fit_cholqr(X, y, kernel, m, objective="vfe", noise=0.1, seed=seed,
-                          max_epochs=cholqr_epochs, max_time=max_time, tol=1e-4, z=z)
+                          max_epochs=cholqr_epochs, max_time=max_time, tol=1e-4,
+                          **cholqr_variant(method))
     return fit_selected(method, X, y, kernel, m, objective="vfe", noise=0.1, seed=seed,
                         epochs=epochs, max_time=max_time, tol=1e-4)
 
@@ -104,9 +126,10 @@ def run(args, rec) -> None:
     epochs = args.epochs or (3 if args.quick else 10)
     cholqr_epochs = args.cholqr_epochs or (10 if args.quick else 100)
     max_time = args.max_time or (30.0 if args.quick else None)
-    unknown = [m for m in args.methods if m not in METHODS]
+    unknown = [m for m in args.methods if m not in METHODS and cholqr_variant(m) is None]
     if unknown:
-        raise ValueError(f"unknown --methods {unknown}; choose from {list(METHODS)}")
+        raise ValueError(f"unknown --methods {unknown}; choose from {list(METHODS)} or a "
+                         "CholQR variant cholqr-zN, cholqr-oi-zN, cholqr-aa-zN-M[-sS]")
     dev = args.device
     cells: dict[tuple[str, int, str], list[tuple[float, float, float]]] = {}
     for name in sets:
@@ -143,11 +166,25 @@ def run(args, rec) -> None:
                                fit_s=fit_s, objective=res.objective,
                                objective_per_point=res.objective / len(tr),
                                epochs=max((h.get("iter", 0) for h in res.history), default=0),
-                               reason=res.reason)
-    _summarise(rec, cells, sets, ms, splits, subset)
+                               reason=res.reason, **_swap_counts(res))
+    _summarise(rec, cells, sets, ms, splits, subset, list(args.methods))
 
 
-def _summarise(rec, cells, sets, ms, splits, subset) -> None:
+def _swap_counts(res) -> dict:
+    """A CholQR fit's swap attempts, accepted swaps and its final number of information
+    pivots (AA's grows), from its history; nothing for a baseline."""
+    hist = res.history[1:]
+    if not any("attempts" in h for h in hist):
+        return {}
+    out = {"attempts": sum(h.get("attempts", 0) for h in hist),
+           "accepted": sum(h.get("accepted", 0) for h in hist)}
+    zs = [h["z"] for h in hist if "z" in h]
+    if zs:
+        out["z_final"] = zs[-1]
+    return out
+
+
+def _summarise(rec, cells, sets, ms, splits, subset, methods) -> None:
     means = {}
     for (name, m, method), v in sorted(cells.items()):
         a = np.array(v)
@@ -157,13 +194,13 @@ def _summarise(rec, cells, sets, ms, splits, subset) -> None:
                    smse_std=float(a[:, 0].std(ddof=1)) if len(a) > 1 else None, runs=len(a))
     keys = sorted({(s, m) for (s, m, _) in means})
     for s, m in keys:
-        g = {meth: means[(s, m, meth)] for meth in METHODS if (s, m, meth) in means}
+        g = {meth: means[(s, m, meth)] for meth in methods if (s, m, meth) in means}
         rec.summary(**{f"{s}_m{m}_{meth}_smse": float(v[0]) for meth, v in g.items()})
     rec.summary(sets=sets, m=ms, splits=splits, subset=subset)
     for variant in ("cholqr", "cholqr-z128"):  # the targets, for each CholQR variant run
         beat, total, reach, both, speed = 0, 0, 0, 0, []
         for s, m in keys:
-            g = {meth: means[(s, m, meth)] for meth in METHODS if (s, m, meth) in means}
+            g = {meth: means[(s, m, meth)] for meth in methods if (s, m, meth) in means}
             if variant not in g:
                 continue
             rivals = [g[r][0] for r in ("random", "ivm") if r in g]
@@ -203,19 +240,33 @@ def _summarise(rec, cells, sets, ms, splits, subset) -> None:
 def plot(fig, records: list[dict], row: dict) -> None:
     rows = [r for r in records if r.get("kind") == "mean"]
     sets = sorted({r["set"] for r in rows})
-    axes = fig.subplots(len(sets) or 1, 3, squeeze=False)
+    methods = list(dict.fromkeys(r["method"] for r in rows))
+    axes = fig.subplots(len(sets) or 1, 4, squeeze=False)
     for i, s in enumerate(sets):
         for j, (key, label) in enumerate((("smse", "test SMSE"), ("snlp", "test SNLP"),
                                           ("fit_s", "training time (s)"))):
             ax = axes[i][j]
-            for meth in METHODS:
+            for k, meth in enumerate(methods):
                 pts = sorted((r["m"], r[key]) for r in rows
                              if r["set"] == s and r["method"] == meth)
                 if pts:
-                    ax.plot(*zip(*pts), "-o", ms=3, label=meth)
+                    ax.plot(*zip(*pts), "-" + "os^D"[k // 10 % 4], ms=3, label=meth,
+                            color=f"C{k % 10}")
             ax.set_xscale("log", base=2)
             if key == "fit_s":
                 ax.set_yscale("log")
             ax.set_xlabel("m")
             ax.set_title(f"{s}: {label}", fontsize=8)
         axes[i][0].legend(fontsize=7)
+        ax = axes[i][3]  # Fig. 3(c)/(f): test SMSE against training time, each m
+        for k, meth in enumerate(methods):
+            pts = [(r["fit_s"], r["smse"]) for r in rows
+                   if r["set"] == s and r["method"] == meth]
+            if pts:
+                ax.plot(*zip(*pts), "os^D"[k // 10 % 4], ms=4, label=meth,
+                        color=f"C{k % 10}")
+        ax.set_xscale("log")
+        ax.set_xlabel("training time (s)")
+        ax.set_ylabel("test SMSE")
+        ax.set_title(f"{s}: SMSE against time (Fig. 3(c)/(f))", fontsize=8)
+        ax.legend(fontsize=6)

@@ -32,6 +32,9 @@ class CholQROptions:
     window: int | None = None
     swaps_per_epoch: int | str | None = None
     prefit: bool = False
+    info_pivots: str = "random"
+    z_max: int = 128
+    aa_step: int | None = None
     progress: bool = False
     device: torch.device | str | None = None
     max_iter: int | None = None
@@ -44,7 +47,8 @@ class CholQROptions:
         check_options(1 if self.m is None else self.m, None, z=self.z, refresh_every=1,
                       max_epochs=self.max_epochs, seed=self.seed, window=self.window,
                       max_time=self.max_time, swaps_per_epoch=self.swaps_per_epoch,
-                      prefit=self.prefit, init=self.init)
+                      prefit=self.prefit, init=self.init, info_pivots=self.info_pivots,
+                      z_max=self.z_max, aa_step=self.aa_step)
 
 
 def _cholqr(objective: str):
@@ -57,7 +61,9 @@ def _cholqr(objective: str):
         return fit_cholqr(X, y, kernel, m, objective=objective, noise=o.noise, init=o.init,
                           seed=o.seed, max_epochs=max_epochs, max_time=o.max_time, z=o.z,
                           tol=o.tol, window=o.window, swaps_per_epoch=o.swaps_per_epoch,
-                          prefit=o.prefit, progress=o.progress, dtype=o.dtype,
+                          prefit=o.prefit, info_pivots=o.info_pivots, z_max=o.z_max,
+                          aa_step=o.aa_step,
+                          progress=o.progress, dtype=o.dtype,
                           device=o.device)
 
     fit_cholqr_method.__name__ = f"fit_cholqr_{objective}"
@@ -71,7 +77,11 @@ def _cholqr(objective: str):
                                  "'clump', 'variance', 'greedy' or indices, prefit: fit the "
                                  "hyperparameters on a random set before a greedy init; "
                                  "swaps_per_epoch: min(60, m) (the paper's), an integer or "
-                                 "'sweep'; max_epochs, max_time: optional caps; max_iter is "
+                                 "'sweep'; info_pivots: 'random' (the paper's), 'oi' "
+                                 "(greedy residual pivots, as CSI) or 'aa' (z random pivots "
+                                 "grown by aa_step (default z) per rejected swap up to "
+                                 "z_max, ours); "
+                                 "max_epochs, max_time: optional caps; max_iter is "
                                  "an alias of max_epochs.")
     return fit_cholqr_method
 

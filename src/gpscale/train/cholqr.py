@@ -43,7 +43,7 @@ import torch
 from ..linalg.pivchol import CholQRFactors
 from ..models.sparse import OBJECTIVES, SparseGP, check_inducing
 from ..progress import progress_bar
-from .cholqr_scoring import InfoPivots, exact_gain, factor_objective
+from .cholqr_scoring import INFO_PIVOTS, InfoPivots, exact_gain, factor_objective
 from .lbfgs import guarded
 from .result import FitResult, restore, snapshot, theta_of
 from .selectors import select_greedy, select_variance
@@ -181,15 +181,24 @@ class Sweeps:
 
 
 class _Swapper:
-    """The discrete phase: swap attempts on one factorisation (fixed hyperparameters)."""
+    """The discrete phase: swap attempts on one factorisation (fixed hyperparameters).
+
+    ``info_pivots`` selects the information pivots (:data:`INFO_PIVOTS`). For ``"aa"``
+    (adaptively grown, Fig. 3(c)/(f); the paper's rule is in its tech report, which we do
+    not have, so this one is ours): a rejected attempt says the approximate ranking
+    proposed a candidate the exact ΔF refused, so ``z_step`` random pivots are added
+    (up to ``z_max``); the set never shrinks, and the periodic redraw keeps its size."""
 
     def __init__(self, model: SparseGP, z: int, refresh_every: int, gen: torch.Generator,
-                 sweeps: Sweeps | None = None) -> None:
+                 sweeps: Sweeps | None = None, info_pivots: str = "random",
+                 z_step: int | None = None, z_max: int | None = None) -> None:
         with torch.no_grad():
             self.f = CholQRFactors(model.kernel, model.X, model.y, model.inducing.tolist(),
                                    model.noise.detach())
         self.kind, self.gen, self.refresh_every = model.objective_kind, gen, refresh_every
-        self.info = InfoPivots(self.f, min(z, model.n - model.m), gen)
+        self.info = InfoPivots(self.f, min(z, model.n - model.m), gen, select=info_pivots)
+        self.z_step = z if z_step is None else int(z_step)
+        self.z_max = z if z_max is None else int(z_max)
         self.F = factor_objective(self.f, self.kind)
         self.sweeps = Sweeps() if sweeps is None else sweeps
         self.attempts = self.accepted = 0
@@ -218,6 +227,8 @@ class _Swapper:
                 self.info.replace(f, j)                                       # (VI)
             else:
                 self.info.undo_remove(f)  # revert: i back, exactly as it was
+                if self.info.select == "aa" and len(self.info.J) < self.z_max:
+                    self.info.grow(f, min(self.z_step, self.z_max - len(self.info.J)))
         self.sweeps.record(accept)
         return accept
 
@@ -229,14 +240,16 @@ def sweep_epochs(m: int, n: int, swaps: int) -> int:
 
 
 def check_options(m, n: int | None, *, z, refresh_every, max_epochs, seed, window, max_time,
-                  swaps_per_epoch, prefit, init) -> tuple[int, int, int, int]:
+                  swaps_per_epoch, prefit, init, info_pivots="random",
+                  z_max=128, aa_step=None) -> tuple[int, int, int, int]:
     """:func:`fit_cholqr`'s options checked (a ValueError saying what to pass otherwise;
     m against the n training rows unless n is None); returns (m, z, refresh_every, seed)
     as ints."""
     for name, value, low in [("m", m, 1), ("z", z, 1), ("refresh_every", refresh_every, 1),
                              ("max_epochs", max_epochs, 1), ("seed", seed, 0),
-                             ("window", window, 1)]:
-        if name in ("max_epochs", "window") and value is None:
+                             ("window", window, 1), ("z_max", z_max, 1),
+                             ("aa_step", aa_step, 1)]:
+        if name in ("max_epochs", "window", "aa_step") and value is None:
             continue
         if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < low:
             raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
@@ -253,6 +266,12 @@ def check_options(m, n: int | None, *, z, refresh_every, max_epochs, seed, windo
             or not isinstance(swaps_per_epoch, numbers.Integral) or swaps_per_epoch < 0):
         raise ValueError(f"swaps_per_epoch must be an integer >= 0 or 'sweep', got "
                          f"{swaps_per_epoch!r}")
+    if not isinstance(info_pivots, str) or info_pivots not in INFO_PIVOTS:
+        raise ValueError(f"info_pivots must be one of {', '.join(INFO_PIVOTS)}, got "
+                         f"{info_pivots!r}")
+    if info_pivots == "aa" and z_max < z:
+        raise ValueError(f"info_pivots='aa' grows z = {z} pivots up to z_max; z_max = "
+                         f"{z_max} is smaller")
     if prefit and init not in GREEDY_INITS:
         raise ValueError(f"prefit fits the hyperparameters before a greedy init "
                          f"({', '.join(GREEDY_INITS)}); init is {init!r}")
@@ -338,7 +357,9 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
                max_time: float | None = None, z: int = 16, refresh_every: int = 10,
                swaps_per_epoch: int | str | None = None, max_evals: int | None = None,
                tol: float = 1e-4, window: int | None = None, prefit: bool = False,
-               progress: bool = False, dtype: torch.dtype = torch.float64,
+               info_pivots: str = "random", z_max: int = 128, aa_step: int | None = None,
+               progress: bool = False,
+               dtype: torch.dtype = torch.float64,
                device: torch.device | str | None = None) -> tuple[SparseGP, FitResult]:
     """CholQR (Cao et al. 2013): choose m inducing training points and the
     hyperparameters by minimising ``objective`` (``"vfe"``: negative Titsias bound,
@@ -350,7 +371,11 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
     hyperparameters (ours). ``z`` information pivots, redrawn every ``refresh_every``
     swap attempts; ``swaps_per_epoch`` defaults to min(60, m) (§4), ``"sweep"`` runs a
     whole sweep of the inducing set per epoch; ``max_evals`` (L-BFGS evaluations per
-    epoch) defaults to min(20, max(15, 2·#hyp)).
+    epoch) defaults to min(20, max(15, 2·#hyp)). ``info_pivots``: ``"random"`` (§3.3.2,
+    the paper's default), ``"oi"`` (the greedy pivots of the residual's pivoted Cholesky,
+    as CSI chooses them) or ``"aa"`` (z random pivots grown by ``aa_step`` (default z)
+    after every rejected attempt up to ``z_max``; our rule, :class:`_Swapper`): Fig.
+    3(c)/(f)'s variants.
 
     Stopping, whichever holds first (``reason="converged"``, the rule in the last
     history row's ``stop``):
@@ -378,7 +403,8 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
     m, z, refresh_every, seed = check_options(
         m, n, z=z, refresh_every=refresh_every, max_epochs=max_epochs, seed=seed,
         window=window, max_time=max_time, swaps_per_epoch=swaps_per_epoch, prefit=prefit,
-        init=init)
+        init=init, info_pivots=info_pivots, z_max=z_max, aa_step=aa_step)
+    z_now = z  # "aa": the pivot set's size carries over from epoch to epoch
     sweep_per_epoch = isinstance(swaps_per_epoch, str)
     gen = torch.Generator().manual_seed(seed)
     evals = evals_per_epoch(model) if max_evals is None else int(max_evals)
@@ -400,12 +426,15 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
             row = {"iter": epoch, "attempts": 0, "accepted": 0}
             sweeps.epoch = epoch
             if m < n and swaps > 0:  # discrete phase
-                sw = _Swapper(model, z, refresh_every, gen, sweeps)
+                sw = _Swapper(model, z_now, refresh_every, gen, sweeps, info_pivots,
+                              z_step=z if aa_step is None else int(aa_step), z_max=z_max)
                 best = _swap_phase(sw, None if sweep_per_epoch else swaps, deadline, best,
                                    params)
                 model.set_inducing(sw.f.pivots)
                 row.update(attempts=sw.attempts, accepted=sw.accepted,
                            objective_after_swaps=sw.F)
+                if info_pivots == "aa":
+                    z_now = row["z"] = max(z_now, len(sw.info.J))
             phase = _continuous_phase(model, evals, deadline, row)
             F = row["objective"]
             row.update(time_s=time.perf_counter() - t0, sweeps=len(sweeps.done))

@@ -6,13 +6,17 @@
 - :class:`InfoPivots`: z "information pivots" whose partial Cholesky factor L_z of
   the residual K − K̂ ranks all n − k candidates approximately (§3.3.1), from a cache
   that each swap updates in O(zn + zk) (footnote 2) and the scores in O(z²n); the
-  pivots are drawn at random and can be redrawn at any time (§3.3.2).
+  pivots are drawn at random and can be redrawn at any time (§3.3.2), or (Fig. 3(c)/(f)'s
+  variants) chosen greedily as the pivots of a pivoted Cholesky of the residual
+  ("OI", :func:`greedy_residual_pivots`), or grown by :meth:`InfoPivots.grow` ("AA").
 
 All functions work on a :class:`~gpscale.linalg.pivchol.CholQRFactors` (fixed
 hyperparameters) and never form an n × n matrix.
 """
 
 from __future__ import annotations
+
+import math
 
 import torch
 
@@ -22,6 +26,11 @@ from ..params import LOG_2PI
 #: a candidate whose residual variance (K − K̂)[j, j] is below this fraction of K[j, j]
 #: is treated as lying in the span of the inducing set (its ℓ_j would be ill-determined)
 MIN_RESIDUAL = 1e-8
+
+#: how the information pivots are chosen: at random (§3.3.2, the paper's CholQR-z16),
+#: optimised as in CSI ("oi", §4.1), or random and adaptively grown ("aa", §4.1; the rule
+#: is ours, :class:`gpscale.train.cholqr._Swapper`)
+INFO_PIVOTS = ("random", "oi", "aa")
 
 
 def factor_objective(f: CholQRFactors, objective: str = "vfe") -> float:
@@ -71,6 +80,38 @@ def exact_gain(f: CholQRFactors, j: int, objective: str = "vfe",
     return float(gain), ell
 
 
+def greedy_residual_pivots(f: CholQRFactors, count: int, rtol: float = MIN_RESIDUAL,
+                           exclude=()) -> tuple[list[int], torch.Tensor]:
+    """The first ``count`` pivots of a pivoted Cholesky of the residual K − K̂ (largest
+    remaining residual diagonal first, as CSI's look-ahead chooses them, Bach & Jordan
+    2005), among the points that are neither inducing nor in ``exclude``; stops early
+    when no residual diagonal exceeds rtol · K[j, j]. Returns the pivots J and their
+    residual columns (K − K̂)[:, J] (n × |J|). One kernel column a pivot:
+    O(count · (kn + count · n))."""
+    n = f.n
+    d = f.resid_diag.clone()
+    out = torch.zeros(n, 0, dtype=d.dtype, device=d.device)
+    blocked = torch.zeros(n, dtype=torch.bool, device=d.device)
+    blocked[list(set(f.pivots) | {int(j) for j in exclude})] = True
+    floor = rtol * f.kdiag.clamp_min(1e-300)
+    J: list[int] = []
+    cols, G = [], []
+    for _ in range(int(count)):
+        score = torch.where(blocked | ~(d > floor), torch.full_like(d, -math.inf), d)
+        j = int(torch.argmax(score))
+        if not bool(torch.isfinite(score[j])):
+            break
+        c = f.residual_column(j)
+        g = c - torch.stack(G, 1) @ torch.stack([h[j] for h in G]) if G else c
+        g = g / g[j].clamp_min(1e-300).sqrt()
+        d = d - g * g
+        blocked[j] = True
+        J.append(j)
+        cols.append(c)
+        G.append(g)
+    return J, (torch.stack(cols, 1) if cols else out)
+
+
 class InfoPivots:
     """z information pivots J (§3.3.1): L_z is the partial Cholesky factor of the
     residual K − K̂ with pivots J, so that (K − K̂) ≈ L_z L_zᵀ and the new column of a
@@ -87,11 +128,18 @@ class InfoPivots:
     O(z²n) for all n candidates. Redrawing the pivots (:meth:`refresh`, §3.3.2) costs
     O(zkn), replacing one (:meth:`replace`) O(kn). Changes of the factors made
     without these methods are noticed (``CholQRFactors.version``) and the cache is
-    rebuilt from scratch."""
+    rebuilt from scratch.
+
+    ``select``: ``"random"`` (§3.3.2) and ``"aa"`` draw the pivots at random;
+    ``"oi"`` takes the greedy residual pivots (:func:`greedy_residual_pivots`, O(zkn),
+    the cost of a random redraw) at every :meth:`refresh`, and :meth:`replace` takes the
+    point of largest residual diagonal left after the other pivots (O(z²n + zkn))."""
 
     def __init__(self, f: CholQRFactors, z: int, generator: torch.Generator,
-                 rtol: float = MIN_RESIDUAL) -> None:
-        self.z, self.gen, self.rtol = int(z), generator, rtol
+                 rtol: float = MIN_RESIDUAL, select: str = "random") -> None:
+        if select not in INFO_PIVOTS:
+            raise ValueError(f"select must be one of {INFO_PIVOTS}, got {select!r}")
+        self.z, self.gen, self.rtol, self.select = int(z), generator, rtol, select
         self._f, self._version, self._undo = None, -1, None
         self.refresh(f)
 
@@ -106,7 +154,13 @@ class InfoPivots:
         return torch.tensor(self.J, dtype=torch.long, device=f.X.device)
 
     def refresh(self, f: CholQRFactors) -> None:
-        """Redraw all z pivots uniformly among the non-inducing points (§3.3.2)."""
+        """Redraw all z pivots uniformly among the non-inducing points (§3.3.2); for
+        ``select="oi"``, choose them greedily for the current inducing set."""
+        if self.select == "oi":
+            J, Rz = greedy_residual_pivots(f, self.z, self.rtol)
+            self.J = J
+            self._rebuild_from_residual(f, Rz)
+            return
         self.set_pivots(f, self._draw(f, self.z, set()))
 
     def set_pivots(self, f: CholQRFactors, J: list[int]) -> None:
@@ -119,9 +173,13 @@ class InfoPivots:
         self._rebuild(f, K_J)
 
     def _rebuild(self, f: CholQRFactors, K_J: torch.Tensor) -> None:
-        k, idx = f.k, self._index(f)
+        idx = self._index(f)
         Lt = f.L.mT
-        self.Rz = K_J - Lt.mT @ Lt[:, idx]
+        self._rebuild_from_residual(f, K_J - Lt.mT @ Lt[:, idx])
+
+    def _rebuild_from_residual(self, f: CholQRFactors, Rz: torch.Tensor) -> None:
+        k = f.k
+        self.Rz = Rz
         self._P = f.X.new_zeros(f.capacity, len(self.J))
         self._P[:k] = f.Q[: f.n].mT @ self.Rz
         self._f, self._version = f, f.version
@@ -137,7 +195,7 @@ class InfoPivots:
             return
         self._sync(f)
         t = self.J.index(j)
-        new = self._draw(f, 1, set(self.J))
+        new = self._next_greedy(f) if self.select == "oi" else self._draw(f, 1, set(self.J))
         keep = [s for s in range(len(self.J)) if s != t]
         if not new:
             del self.J[t]
@@ -146,6 +204,38 @@ class InfoPivots:
         self.J[t] = new[0]
         self.Rz[:, t] = f.residual_column(new[0])
         self._P[: f.k, t] = f.Q[: f.n].mT @ self.Rz[:, t]
+
+    def _next_greedy(self, f: CholQRFactors) -> list[int]:
+        """The point of largest residual diagonal once the current pivots' L_z is taken
+        out, diag(K − K̂ − L_z L_zᵀ), among the non-inducing non-pivots ([] when none is
+        above rtol · K[j, j]): the next pivot of the greedy residual Cholesky. O(z²n)."""
+        A = self.residual_factor(f)
+        d = f.resid_diag - (A * A).sum(1)
+        ok = d > self.rtol * f.kdiag.clamp_min(1e-300)
+        ok[torch.tensor(self.J + f.pivots, dtype=torch.long, device=ok.device)] = False
+        if not bool(ok.any()):
+            return []
+        return [int(torch.argmax(torch.where(ok, d, torch.full_like(d, -math.inf))))]
+
+    def grow(self, f: CholQRFactors, count: int) -> list[int]:
+        """Add ``count`` pivots drawn at random among the non-inducing non-pivots (fewer
+        when fewer are left): their residual columns and rows of P from one n × count
+        kernel block, O(count · kn); z grows with them. Returns the pivots added."""
+        self._sync(f)
+        new = self._draw(f, int(count), set(self.J))
+        if not new:
+            return []
+        with torch.no_grad():
+            K_new = f.kernel(f.X, f.X[torch.tensor(new, device=f.X.device)]).detach()
+        Lt = f.L.mT
+        R_new = K_new - Lt.mT @ Lt[:, torch.tensor(new, device=f.X.device)]
+        P_new = f.X.new_zeros(f.capacity, len(new))
+        P_new[: f.k] = f.Q[: f.n].mT @ R_new
+        self.J = self.J + new
+        self.Rz = torch.cat([self.Rz, R_new], 1)
+        self._P = torch.cat([self._P, P_new], 1)
+        self.z = len(self.J)
+        return new
 
     # -- the factors' up/down-dates, with the cache following in O(zn + zk) -------------
     def remove(self, f: CholQRFactors, p: int) -> tuple[int, torch.Tensor]:
