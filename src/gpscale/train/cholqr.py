@@ -352,6 +352,16 @@ def _stop_rule(quiet_since: int | None, sweeps: Sweeps, history: list, epoch: in
     return None
 
 
+def _record_swaps(model: SparseGP, sw: _Swapper, row: dict, z: int, grows: bool) -> int:
+    """Install the discrete phase's inducing set and record it in the epoch's ``row``;
+    returns the pivot count the next epoch starts from (AA's, when it ``grows``)."""
+    model.set_inducing(sw.f.pivots)
+    row.update(attempts=sw.attempts, accepted=sw.accepted, objective_after_swaps=sw.F)
+    if grows:
+        z = row["z"] = max(z, len(sw.info.J))
+    return z
+
+
 def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
                init=None, seed: int = 0, max_epochs: int | None = None,
                max_time: float | None = None, z: int = 16, refresh_every: int = 10,
@@ -377,19 +387,13 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
     after every rejected attempt up to ``z_max``; our rule, :class:`_Swapper`): Fig.
     3(c)/(f)'s variants.
 
-    Stopping, whichever holds first (``reason="converged"``, the rule in the last
-    history row's ``stop``):
-
-    - ``"swaps rejected"``: every swap attempt of a whole sweep was rejected, and every
-      continuous phase since that sweep began lowered the objective by less than ``tol``
-      (relative): neither block of the coordinate descent moves;
-    - ``"tol"`` (§3.4, "until improvement in the objective is below a threshold"): the
-      objective fell by less than ``tol`` over the last ``window`` epochs (default: a
-      sweep, :func:`sweep_epochs`; ``window=1`` tests each epoch alone).
-
-    ``max_epochs`` and ``max_time`` (seconds, the selection of I₀ included) are safety
-    caps a caller may add (None: none), reported as ``reason`` "max_epochs" /
-    "max_time"; Ctrl-C keeps the best state ("interrupted").
+    Stopping (the module doc), whichever holds first (``reason="converged"``, the rule in
+    the last history row's ``stop``): ``"swaps rejected"``, neither block of the
+    coordinate descent moves (``tol`` relative); ``"tol"``, the objective fell by less
+    than ``tol`` over the last ``window`` epochs (default: a sweep, :func:`sweep_epochs`;
+    ``window=1`` tests each epoch alone). ``max_epochs`` and ``max_time`` (seconds, the
+    selection of I₀ included) are safety caps a caller may add (None: none), reported as
+    ``reason`` "max_epochs" / "max_time"; Ctrl-C keeps the best state ("interrupted").
     History: one row per epoch (objective after the epoch, after its swaps, time,
     attempts, accepted, rejection rate, evaluations, completed sweeps). Seeded by
     ``seed``.
@@ -430,11 +434,7 @@ def fit_cholqr(X, y, kernel, m: int, objective: str = "vfe", noise: float = 0.1,
                               z_step=z if aa_step is None else int(aa_step), z_max=z_max)
                 best = _swap_phase(sw, None if sweep_per_epoch else swaps, deadline, best,
                                    params)
-                model.set_inducing(sw.f.pivots)
-                row.update(attempts=sw.attempts, accepted=sw.accepted,
-                           objective_after_swaps=sw.F)
-                if info_pivots == "aa":
-                    z_now = row["z"] = max(z_now, len(sw.info.J))
+                z_now = _record_swaps(model, sw, row, z_now, grows=info_pivots == "aa")
             phase = _continuous_phase(model, evals, deadline, row)
             F = row["objective"]
             row.update(time_s=time.perf_counter() - t0, sweeps=len(sweeps.done))
