@@ -261,6 +261,7 @@ def test_only_the_admm_settings_given_override_the_preset():
     ("admm-hocv", {"scale": "none"}, "scale must be 'ml'"),
     ("admm-hocv", {"on_divergence": "ignore"}, "on_divergence must be"),
     ("admm-hocv", {"val_fraction": 1.5}, "val_fraction must lie in"),
+    ("admm-hocv", {"val_fraction": "half"}, "val_fraction must lie in"),
     ("admm-hocv", {"noise": -1.0}, "noise must be a positive"),
     ("admm-hocv", {"max_iter": 0}, "max_iter must be an integer >= 1"),
     ("admm-kfold", {"k": 1}, "k must be an integer >= 2"),

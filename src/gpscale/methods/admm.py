@@ -15,6 +15,7 @@ the settings given override it, and they are checked together with the preset
 from __future__ import annotations
 
 import dataclasses
+import numbers
 import typing
 from collections.abc import Callable
 from typing import Any
@@ -81,7 +82,7 @@ class _HoldoutChecks(_ADMMFitOptions):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if not 0.0 < self.val_fraction < 1.0:
+        if not (isinstance(self.val_fraction, numbers.Real) and 0.0 < self.val_fraction < 1.0):
             raise ValueError(f"val_fraction must lie in (0, 1), got {self.val_fraction!r}")
 
 
