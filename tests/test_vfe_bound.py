@@ -90,10 +90,9 @@ def test_row_and_statistics_forms_share_the_m_by_m_part(trace):
     noise, t = torch.tensor(0.2, dtype=torch.float64), torch.tensor(45.0, dtype=torch.float64)
     row = VFEBound.apply(P, Kzz, noise, t, y, trace)
     A = torch.linalg.solve_triangular(torch.linalg.cholesky(Kzz), P, upper=False) / noise.sqrt()
-    B, LB, c = inner_factors(A @ A.mT, A @ y, noise)
-    F, tr_aat = negative_bound(30, noise, B, LB, c, y @ y, t if trace else None)
+    B, LB, c = inner_factors(A @ A.mT, A @ y, noise.sqrt())
+    F = negative_bound(30, noise, LB, c, y @ y, t if trace else None, (A * A).sum())
     torch.testing.assert_close(F, row, rtol=1e-13, atol=0)  # the row form is these two
-    torch.testing.assert_close(tr_aat, (A * A).sum(), rtol=1e-12, atol=0)
     if trace:
         stats = bound_from_statistics(noise * (A @ A.mT), noise.sqrt() * (A @ y), y @ y, 30,
                                       t, noise)

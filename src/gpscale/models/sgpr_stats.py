@@ -14,7 +14,7 @@ sums over rows that a pass forms block by block. In the notation of
 
 every step m × m (:func:`~gpscale.models.vfe_bound.inner_factors` and
 :func:`~gpscale.models.vfe_bound.negative_bound`, the row form's own, with AAᵀ = W/σ²
-and Ay = v/σ), so the gradient in (W, v, σ², t) is torch autograd's; the statistics
+and c from v), so the gradient in (W, v, σ², t) is torch autograd's; the statistics
 pass carries it on to θ and Z. The posterior (Titsias eq. 6; the same formulas as
 :meth:`gpscale.models.SGPR.predict`) with w = LB⁻ᵀc and V = Luu⁻¹K_Z*:
 
@@ -35,16 +35,19 @@ __all__ = ["bound_from_statistics", "posterior_factors", "posterior", "whiten"]
 
 def _factors(gram: torch.Tensor, proj: torch.Tensor, noise: torch.Tensor
              ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """(B, LB, c) of :func:`~gpscale.models.vfe_bound.inner_factors` from W = σ²AAᵀ
-    (symmetrised: a sum over row blocks) and v = σAy."""
-    return inner_factors(0.5 * (gram + gram.mT) / noise, proj / noise.sqrt(), noise)
+    """(AAᵀ, LB, c) from W = σ²AAᵀ (symmetrised: a sum over row blocks) and v = σAy
+    (:func:`~gpscale.models.vfe_bound.inner_factors`)."""
+    AAt = 0.5 * (gram + gram.mT) / noise
+    _, LB, c = inner_factors(AAt, proj, noise)
+    return AAt, LB, c
 
 
 def bound_from_statistics(gram: torch.Tensor, proj: torch.Tensor, yy: torch.Tensor, n: int,
                           trace: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
     """The negative bound F (total nats; module doc) from W, v, yᵀy, n, t and σ²;
     differentiable in every tensor argument."""
-    return negative_bound(n, noise, *_factors(gram, proj, noise), yy, trace)[0]
+    AAt, LB, c = _factors(gram, proj, noise)
+    return negative_bound(n, noise, LB, c, yy, trace, torch.diagonal(AAt).sum())
 
 
 @torch.no_grad()
