@@ -22,6 +22,6 @@ for name, kw in cases.items():
     p = gpscale.fit(X, y, kernel="rbf-ard", **kw)
     mean, var = p.predict(Xt, return_std=True)
     out[name] = {"state": {k: v.clone() for k, v in p.model.state_dict().items()},
-                 "mean": torch.as_tensor(np.asarray(mean)), "var": None if var is None else torch.as_tensor(np.asarray(var))}
+                 "mean": torch.as_tensor(np.asarray(mean)), "std": None if var is None else torch.as_tensor(np.asarray(var))}
 torch.save(out, sys.argv[1])
 print("saved", list(out))

@@ -43,7 +43,8 @@ for name, target in targets.items():
     t = time.time()
     path = D / "tables" / f"{name}.csv"
     try:
-        p = gpscale.fit(path, target=target, subsample=2000, **OPTS)
+        extra = {"exclude": ["title"]} if name == "movies" else {}  # an id column
+        p = gpscale.fit(path, target=target, subsample=2000, **extra, **OPTS)
         df = pd.read_csv(path).sample(500, random_state=0).drop(columns=[target])
         mean, std = p.predict(df, return_std=True)
         st = {k: v.detach().clone() for k, v in p.model.state_dict().items()}
