@@ -492,17 +492,11 @@ def test_the_function_length_rule_counts_a_long_function():
     assert _long_functions(function("build_parser", 101), "cli.py") == []
 
 
-#: methods whose options are still their fit function's keyword arguments: admm's
-#: passes its keywords on to ADMMOptions
-OPTIONS_NOT_YET_A_DATACLASS = {"admm-hocv", "admm-kfold", "admm-consensus"}
-
-
 def test_each_method_declares_its_options_once_as_a_dataclass():
     from gpscale.methods.options import options_class
 
     ours = {n: m for n, m in gpscale.METHODS.items()
             if m.fit_fn.__module__.startswith("gpscale.methods.")}
-    missing = sorted(n for n, m in ours.items()
-                     if options_class(m) is None and n not in OPTIONS_NOT_YET_A_DATACLASS)
+    missing = sorted(n for n, m in ours.items() if options_class(m) is None)
     assert not missing, missing
-    assert OPTIONS_NOT_YET_A_DATACLASS <= set(ours)
+    assert {"admm-hocv", "admm-kfold", "admm-consensus"} <= set(ours)

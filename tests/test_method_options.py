@@ -195,3 +195,125 @@ def test_every_option_has_a_default_and_the_cluster_is_none():
             assert "client" not in option_defaults(method)
             assert all(f.default is not dataclasses.MISSING or f.name == "client"
                        for f in dataclasses.fields(cls))
+
+
+# GPCV-ADMM: the fit's options, the trainer's, then every ADMMOptions setting
+
+ADMM_OWN = {"admm-hocv": (("val_fraction", "0.5"), ("validation", "None")),
+            "admm-kfold": (("k", "2"), ("workers", "1")),
+            "admm-consensus": (("k", "2"), ("workers", "1"), ("tau", "None"),
+                               ("local_iters", "1"))}
+
+
+@pytest.mark.parametrize("name", sorted(ADMM_OWN))
+def test_the_admm_options_are_the_fits_the_trainers_and_the_settings_of_before(name):
+    from gpscale.methods.admm import SETTINGS
+    from gpscale.train.admm import ADMMOptions
+
+    method = METHODS[name]
+    head = (("noise", "0.1"), ("seed", "0"), ("max_iter", "100"), ("progress", "False"),
+            ("device", "None"))
+    tail = (("preset", "'lbfgs-cg'"), ("on_divergence", "'warn'"), ("scale", "'ml'"))
+    settings = tuple((f.name, repr(f.default)) for f in dataclasses.fields(ADMMOptions)
+                     if f.name != "max_iter")
+    listed = list(head + ADMM_OWN[name] + tail + settings)
+    assert [k for k, _ in settings] == list(SETTINGS)
+    assert [(k, repr(v)) for k, v in method_options(method).items()] == listed
+    assert [(k, repr(v)) for k, v in option_defaults(method).items()] == listed
+    assert set(method.options) == {k for k, _ in listed}
+    params = list(inspect.signature(method.fit_fn).parameters.values())[3:]
+    assert [(p.name, repr(p.default)) for p in params] == listed + [("client", "None")]
+
+
+@pytest.mark.parametrize("name", sorted(ADMM_OWN))
+def test_the_admm_defaults_are_the_trainers(name):
+    from gpscale.train.admm import fit_admm_consensus, fit_admm_hocv, fit_admm_kfold
+
+    trainer = {"admm-hocv": fit_admm_hocv, "admm-kfold": fit_admm_kfold,
+               "admm-consensus": fit_admm_consensus}[name]
+    cls, params = options_class(METHODS[name]), inspect.signature(trainer).parameters
+    given = cls().trainer_options([])
+    assert given.pop("options") == cls().settings([])
+    assert given.pop("preset") is None
+    assert {k: params[k].default for k in given} == given
+
+
+def test_only_the_admm_settings_given_override_the_preset():
+    from gpscale.methods.admm import HoldoutOptions
+    from gpscale.train.admm import PRESETS, make_options
+
+    assert HoldoutOptions().settings([]) == make_options(preset="lbfgs-cg", max_iter=100)
+    assert PRESETS["lbfgs-cg"]["direction"] == "lbfgs"
+    given = HoldoutOptions(direction="coordinate", max_iter=7)
+    assert given.settings([]).direction == "lbfgs"  # as left: the preset's
+    assert given.settings(["direction"]).direction == "coordinate"
+    assert given.settings([]).max_iter == 7
+    paper = HoldoutOptions(preset="paper")
+    assert paper.settings([]) == make_options(preset="paper", max_iter=100)
+    # a setting valid only with the preset's direction is checked with it
+    assert HoldoutOptions(coupling="tangent").settings(["coupling"]).direction == "lbfgs"
+    with pytest.raises(ValueError, match="coupling='tangent' takes direction"):
+        HoldoutOptions(coupling="tangent", preset="paper").settings(["coupling"])
+
+
+@pytest.mark.parametrize("name,options,says", [
+    ("admm-hocv", {"preset": "fast"}, "preset must be one of"),
+    ("admm-hocv", {"scale": "none"}, "scale must be 'ml'"),
+    ("admm-hocv", {"on_divergence": "ignore"}, "on_divergence must be"),
+    ("admm-hocv", {"val_fraction": 1.5}, "val_fraction must lie in"),
+    ("admm-hocv", {"val_fraction": "half"}, "val_fraction must lie in"),
+    ("admm-hocv", {"noise": -1.0}, "noise must be a positive"),
+    ("admm-hocv", {"max_iter": 0}, "max_iter must be an integer >= 1"),
+    ("admm-kfold", {"k": 1}, "k must be an integer >= 2"),
+    ("admm-kfold", {"workers": 0}, "workers must be an integer >= 1"),
+    ("admm-consensus", {"local_iters": 0}, "local_iters must be an integer >= 1"),
+    ("admm-consensus", {"tau": -2.0}, "tau must be a positive"),
+])
+def test_each_admm_options_class_says_what_is_wrong(name, options, says):
+    with pytest.raises(ValueError, match=says):
+        options_class(METHODS[name])(**options)
+
+
+def test_a_bad_admm_setting_given_to_fit_says_what_is_wrong_before_the_fit():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(30, 2)), rng.normal(size=30)
+    with pytest.raises(ValueError, match="rho must be a positive"):
+        gpscale.fit(X, y, method="admm-hocv", kernel="rbf", rho=-1.0)
+    with pytest.raises(ValueError, match="does not take option"):
+        gpscale.fit(X, y, method="admm-kfold", kernel="rbf", rhoo=5.0)
+
+
+def test_admm_option_text_is_parsed_by_the_settings_type():
+    hocv = METHODS["admm-hocv"]
+    assert parse_option(hocv, "rho=2") == ("rho", 2.0)
+    assert parse_option(hocv, "cg_max_iter=None") == ("cg_max_iter", None)
+    assert parse_option(hocv, "cg_max_iter=50") == ("cg_max_iter", 50)
+    assert parse_option(hocv, "adaptive_rho=yes") == ("adaptive_rho", True)
+    assert parse_option(hocv, "direction=gd") == ("direction", "gd")
+    assert parse_option(METHODS["admm-consensus"], "tau=None") == ("tau", None)
+    with pytest.raises(ValueError, match="must be of type int"):
+        parse_option(METHODS["admm-kfold"], "k=2.5")
+
+
+@pytest.mark.parametrize("name,options", [
+    ("admm-hocv", {"max_iter": 3, "val_fraction": 0.4, "direction": "coordinate"}),
+    ("admm-kfold", {"max_iter": 2, "k": 3, "preset": "paper", "eps": 1e-3}),
+    ("admm-consensus", {"max_iter": 2, "tau": 5.0, "local_iters": 2, "seed": 2}),
+])
+def test_the_admm_method_fits_as_its_trainer_given_the_same_keywords(name, options):
+    from gpscale.kernels import RBF
+    from gpscale.models import ExactGP
+    from gpscale.train.admm import fit_admm_consensus, fit_admm_hocv, fit_admm_kfold
+
+    trainer = {"admm-hocv": fit_admm_hocv, "admm-kfold": fit_admm_kfold,
+               "admm-consensus": fit_admm_consensus}[name]
+    g = torch.Generator().manual_seed(1)
+    X = torch.rand(40, 2, generator=g, dtype=torch.float64)
+    y = torch.sin(3 * X[:, 0]) + 0.1 * torch.randn(40, generator=g, dtype=torch.float64)
+    model, result = METHODS[name].fit_fn(X, y, RBF(), **options)
+    direct = ExactGP(RBF(), X, y, noise=0.1)
+    kw = {k: v for k, v in options.items() if k != "seed"}
+    expected = trainer(direct, seed=options.get("seed", 0), **kw)
+    assert result.objective == expected.objective
+    for (k, a), (_, b) in zip(model.state_dict().items(), direct.state_dict().items()):
+        assert torch.equal(a, b), k

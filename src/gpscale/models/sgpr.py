@@ -31,7 +31,32 @@ from .sgpr_stats import posterior
 from .vfe_bound import VFEBound, factors
 
 
-class SGPR(GPModel):
+class TitsiasModel:
+    """What :class:`SGPR` and :class:`~gpscale.models.StreamedSGPR` share, one model
+    (Titsias 2009) whose rows are read two ways (held, or summed in passes): the bound's
+    sign and the posterior from (Luu, LB, w). A model gives ``kernel``, ``Z``,
+    ``objective()`` (the negative bound) and ``_posterior()`` -> (σ², (Luu, LB, w))."""
+
+    @property
+    def m(self) -> int:
+        return self.Z.shape[0]
+
+    def elbo(self) -> torch.Tensor:
+        """The variational lower bound −F on log p(y)."""
+        return -self.objective()
+
+    @torch.no_grad()
+    def predict(self, X_new, *, include_noise: bool = False,
+                block: int = 4096) -> MeanAndVariance:
+        """Predictive mean (and variance of f, or of y with ``include_noise``) at X_new
+        (Titsias eq. 6; :func:`~gpscale.models.sgpr_stats.posterior`):
+        μ = K_*Z Luu⁻ᵀ LB⁻ᵀ c,  v = k_** − ‖Luu⁻¹K_Z*‖² + ‖LB⁻¹ Luu⁻¹ K_Z*‖²."""
+        Xs = as_test_inputs(X_new, self.Z)
+        noise, factors = self._posterior()
+        return posterior(self.kernel, self.Z, factors, Xs, noise, include_noise, block)
+
+
+class SGPR(TitsiasModel, GPModel):
     """Sparse variational GP regression with inducing inputs ``Z`` (an nn.Parameter).
 
     Parameters
@@ -64,12 +89,9 @@ class SGPR(GPModel):
     def n(self) -> int:
         return self.X.shape[0]
 
-    @property
-    def m(self) -> int:
-        return self.Z.shape[0]
-
-    def _predictive_state(self):
-        """(σ², Luu, LB, w = LB⁻ᵀc): the O(n m²) training side of the predictions,
+    @torch.no_grad()
+    def _posterior(self):
+        """(σ², (Luu, LB, w = LB⁻ᵀc)): the O(n m²) training side of the predictions,
         computed once per parameter values (``gpscale predict`` calls predict once per
         batch of rows)."""
         key = tuple((id(t), t._version) for t in (*self.parameters(), self.X, self.y))
@@ -77,7 +99,7 @@ class SGPR(GPModel):
             Luu, _, _, LB, c = factors(self.kernel(self.Z, self.X), self.kernel(self.Z),
                                        self.noise, self.y)
             w = torch.linalg.solve_triangular(LB.mT, c[:, None], upper=True)
-            self._state, self._state_key = (self.noise, Luu, LB, w), key
+            self._state, self._state_key = (self.noise, (Luu, LB, w)), key
         return self._state
 
     def objective(self, data: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
@@ -86,19 +108,6 @@ class SGPR(GPModel):
         no_data(self, data)
         return VFEBound.apply(cross_matrix(self.kernel, self.Z, self.X), self.kernel(self.Z),
                               self.noise, self.kernel.diag(self.X).sum(), self.y)
-
-    def elbo(self) -> torch.Tensor:
-        """The variational lower bound −F on log p(y)."""
-        return -self.objective()
-
-    @torch.no_grad()
-    def predict(self, X_new, *, include_noise: bool = False,
-                block: int = 4096) -> MeanAndVariance:
-        """Predictive mean (and variance of f, or of y with ``include_noise``) at X_new:
-        μ = K_*Z Luu⁻ᵀ LB⁻ᵀ c,  v = k_** − ‖Luu⁻¹K_Z*‖² + ‖LB⁻¹ Luu⁻¹ K_Z*‖²."""
-        Xs = as_test_inputs(X_new, self.X)
-        s2, Luu, LB, w = self._predictive_state()
-        return posterior(self.kernel, self.Z, (Luu, LB, w), Xs, s2, include_noise, block)
 
     # -- persistence: X, y and Z travel in the state_dict ---------------------------------
     def to_config(self) -> dict[str, Any]:

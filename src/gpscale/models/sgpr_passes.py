@@ -25,10 +25,11 @@ from ..io.rows import Rows
 from ..kernels import Kernel
 from ..linalg import robust_cholesky
 from ..params import Positive
-from ..validation import as_matrix, as_test_inputs
+from ..validation import as_matrix
 from . import feature_stats
-from .base import GPModel, MeanAndVariance, dtype_name, no_data
-from .sgpr_stats import bound_from_statistics, posterior, posterior_factors, whiten
+from .base import GPModel, dtype_name, no_data
+from .sgpr import TitsiasModel
+from .sgpr_stats import bound_from_statistics, posterior_factors, whiten
 
 __all__ = ["StreamedSGPR"]
 
@@ -73,7 +74,7 @@ class _Whitened(torch.autograd.Function):
         return (g_L, None, None, None, None, None, *grads)
 
 
-class StreamedSGPR(GPModel):
+class StreamedSGPR(TitsiasModel, GPModel):
     """Sparse variational GP regression (Titsias 2009) over :class:`~gpscale.io.Rows`.
 
     Parameters
@@ -123,10 +124,6 @@ class StreamedSGPR(GPModel):
             self._n = self._rows.n
         return self._n
 
-    @property
-    def m(self) -> int:
-        return self.Z.shape[0]
-
     def features(self, whitener: torch.Tensor | None = None) -> InducingFeatures:
         """φ(x) = k(Z, x), or Luu⁻¹k(Z, x) given ``whitener`` = Luu, sharing this model's
         kernel and Z."""
@@ -158,10 +155,6 @@ class StreamedSGPR(GPModel):
         trace = diagonal_sum(self.kernel, n, self.Z.shape[1], self.noise)
         return bound_from_statistics(gram, proj, yy, n, trace, self.noise)
 
-    def elbo(self) -> torch.Tensor:
-        """The variational lower bound −F on log p(y)."""
-        return -self.objective()
-
     def freeze(self) -> StreamedSGPR:
         """Keep the statistics at the current θ and Z and let go of the rows (and of any
         cluster they were read on); θ and Z are fixed from then on."""
@@ -182,24 +175,15 @@ class StreamedSGPR(GPModel):
             t.requires_grad_(False)
         self._rows = None
 
-    def _factors(self):
-        """(Luu, LB, w) for the posterior, once per parameter values."""
+    def _posterior(self):
+        """(σ², (Luu, LB, w)) for the posterior, the factors once per parameter values."""
         key = tuple((id(t), t._version) for t in (*self.parameters(), *self.buffers()))
         if self._state is None or self._state[0] != key:
             gram, proj, _, _ = self.statistics()
             with torch.no_grad():
                 factors = posterior_factors(gram, proj, self.kernel(self.Z), self.noise)
             self._state = (key, factors)
-        return self._state[1]
-
-    @torch.no_grad()
-    def predict(self, X_new, *, include_noise: bool = False,
-                block: int = 4096) -> MeanAndVariance:
-        """Predictive mean and variance at X_new (Titsias eq. 6;
-        :func:`~gpscale.models.sgpr_stats.posterior`)."""
-        Xs = as_test_inputs(X_new, self.Z)
-        return posterior(self.kernel, self.Z, self._factors(), Xs, self.noise,
-                         include_noise, block)
+        return self.noise, self._state[1]
 
     # -- persistence: Z, θ and the statistics, never the rows ----------------------------
     def to_config(self) -> dict[str, Any]:

@@ -12,7 +12,9 @@ sums over rows that a pass forms block by block. In the notation of
     AAᵀ = W / σ²,   B = I + AAᵀ = LB LBᵀ,   c = LB⁻¹ v / σ²,
     F = ½[n log 2π + n log σ² + 2 Σ log diag LB + yᵀy/σ² − cᵀc] + ½[t/σ² − tr AAᵀ],
 
-every step m × m, so the gradient in (W, v, σ², t) is torch autograd's; the statistics
+every step m × m (:func:`~gpscale.models.vfe_bound.inner_factors` and
+:func:`~gpscale.models.vfe_bound.negative_bound`, the row form's own, with AAᵀ = W/σ²
+and c from v), so the gradient in (W, v, σ², t) is torch autograd's; the statistics
 pass carries it on to θ and Z. The posterior (Titsias eq. 6; the same formulas as
 :meth:`gpscale.models.SGPR.predict`) with w = LB⁻ᵀc and V = Luu⁻¹K_Z*:
 
@@ -25,37 +27,36 @@ import torch
 
 from ..kernels import Kernel
 from ..linalg import robust_cholesky
-from ..params import LOG_2PI
 from .base import MeanAndVariance
+from .vfe_bound import inner_factors, negative_bound
 
 __all__ = ["bound_from_statistics", "posterior_factors", "posterior", "whiten"]
 
 
-def _factor(gram: torch.Tensor, noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """(AAᵀ, LB) from W = ΦᵀΦ."""
+def _factors(gram: torch.Tensor, proj: torch.Tensor, noise: torch.Tensor
+             ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(AAᵀ, LB, c) from W = σ²AAᵀ (symmetrised: a sum over row blocks) and v = σAy
+    (:func:`~gpscale.models.vfe_bound.inner_factors`)."""
     AAt = 0.5 * (gram + gram.mT) / noise
-    eye = torch.eye(gram.shape[0], dtype=gram.dtype, device=gram.device)
-    return AAt, robust_cholesky(eye + AAt)
+    _, LB, c = inner_factors(AAt, proj, noise)
+    return AAt, LB, c
 
 
 def bound_from_statistics(gram: torch.Tensor, proj: torch.Tensor, yy: torch.Tensor, n: int,
                           trace: torch.Tensor, noise: torch.Tensor) -> torch.Tensor:
     """The negative bound F (total nats; module doc) from W, v, yᵀy, n, t and σ²;
     differentiable in every tensor argument."""
-    AAt, LB = _factor(gram, noise)
-    c = torch.linalg.solve_triangular(LB, proj[:, None], upper=False)[:, 0] / noise
-    return 0.5 * (n * LOG_2PI + n * torch.log(noise)
-                  + 2.0 * torch.log(torch.diagonal(LB)).sum() + yy / noise - c @ c) \
-        + 0.5 * (trace / noise - torch.diagonal(AAt).sum())
+    AAt, LB, c = _factors(gram, proj, noise)
+    return negative_bound(n, noise, LB, c, yy, trace, torch.diagonal(AAt).sum())
 
 
 @torch.no_grad()
 def posterior_factors(gram: torch.Tensor, proj: torch.Tensor, Kzz: torch.Tensor,
                       noise: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """(Luu, LB, w = LB⁻ᵀc): the training side of the posterior, O(m³)."""
-    _, LB = _factor(gram, noise)
-    c = torch.linalg.solve_triangular(LB, proj[:, None], upper=False) / noise
-    return robust_cholesky(Kzz), LB, torch.linalg.solve_triangular(LB.mT, c, upper=True)
+    _, LB, c = _factors(gram, proj, noise)
+    return robust_cholesky(Kzz), LB, torch.linalg.solve_triangular(LB.mT, c[:, None],
+                                                                   upper=True)
 
 
 def whiten(gram: torch.Tensor, proj: torch.Tensor, Kzz: torch.Tensor

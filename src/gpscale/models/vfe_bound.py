@@ -25,6 +25,11 @@ eq. 4), and the "−I" in ∂F/∂P, one "B − I" in ∂F/∂K_ZZ and the last 
 go with it. The sparse GP on a subset of training points
 (:class:`~gpscale.models.SparseGP`, CholQR's continuous phase) evaluates both of its
 objectives here, with Z = X[I] and K_ZZ the columns I of P.
+
+The m × m part, B = I + AAᵀ, LB, c and F from them, is written once
+(:func:`inner_factors`, :func:`negative_bound`): the rows' sums W = σ²AAᵀ, v = σAy
+(:mod:`gpscale.models.sgpr_stats`) reach F through the same two functions. Only the
+gradient differs: written out here in P and K_ZZ, by autograd in (W, v) there.
 """
 
 from __future__ import annotations
@@ -42,16 +47,37 @@ def _solve(L: torch.Tensor, B: torch.Tensor, transpose: bool = False) -> torch.T
     return torch.linalg.solve_triangular(L, B, upper=False)
 
 
+def inner_factors(AAt: torch.Tensor, b: torch.Tensor, scale: torch.Tensor
+                  ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """(B, LB, c): B = I + AAᵀ = LB LBᵀ and c = LB⁻¹b / scale, from AAᵀ (m × m) and
+    b / scale = Ay/σ (the rows give b = Ay, scale = σ; the row sums b = v = σAy,
+    scale = σ², each path keeping the rounding it has always had), in O(m³);
+    differentiable."""
+    B = torch.eye(AAt.shape[0], dtype=AAt.dtype, device=AAt.device) + AAt
+    LB = robust_cholesky(B)
+    return B, LB, _solve(LB, b[:, None])[:, 0] / scale
+
+
+def negative_bound(n: int, noise: torch.Tensor, LB: torch.Tensor, c: torch.Tensor,
+                   yy: torch.Tensor, trace_kxx: torch.Tensor | None,
+                   tr_aat: torch.Tensor) -> torch.Tensor:
+    """F of the module doc from the factors of :func:`inner_factors`, yᵀy, t = Σᵢ
+    k(xᵢ, xᵢ) and tr AAᵀ; ``trace_kxx`` None: the DTC objective (no trace term).
+    Differentiable."""
+    F = 0.5 * (n * LOG_2PI + n * torch.log(noise)
+               + 2.0 * torch.log(torch.diagonal(LB)).sum() + yy / noise - c @ c)
+    if trace_kxx is not None:
+        F = F + 0.5 * (trace_kxx / noise - tr_aat)
+    return F
+
+
 def factors(P: torch.Tensor, Kzz: torch.Tensor, noise: torch.Tensor, y: torch.Tensor):
     """(Luu, A, B, LB, c) of the module doc, in O(m²n): shared by the bound and the
     predictions."""
     sigma = noise.sqrt()
     Luu = robust_cholesky(Kzz)
     A = _solve(Luu, P) / sigma
-    B = torch.eye(P.shape[0], dtype=P.dtype, device=P.device) + A @ A.mT
-    LB = robust_cholesky(B)
-    c = _solve(LB, (A @ y)[:, None])[:, 0] / sigma
-    return Luu, A, B, LB, c
+    return Luu, A, *inner_factors(A @ A.mT, A @ y, sigma)
 
 
 class VFEBound(torch.autograd.Function):
@@ -60,15 +86,10 @@ class VFEBound(torch.autograd.Function):
 
     @staticmethod
     def forward(ctx, P, Kzz, noise, trace_kxx, y, trace=True):  # noqa: D102
-        m, n = P.shape
         Luu, A, B, LB, c = factors(P, Kzz, noise, y)
-        AAt = B - torch.eye(m, dtype=P.dtype, device=P.device)
         yy = y @ y
-        tr_aat = torch.diagonal(AAt).sum()
-        F = 0.5 * (n * LOG_2PI + n * torch.log(noise)
-                   + 2.0 * torch.log(torch.diagonal(LB)).sum() + yy / noise - c @ c)
-        if trace:
-            F = F + 0.5 * (trace_kxx / noise - tr_aat)
+        tr_aat = torch.diagonal(B - torch.eye(B.shape[0], dtype=B.dtype, device=B.device)).sum()
+        F = negative_bound(P.shape[1], noise, LB, c, yy, trace_kxx if trace else None, tr_aat)
         ctx.trace = bool(trace)
         ctx.save_for_backward(A, B, Luu, LB, c, noise, trace_kxx, y, yy, tr_aat)
         return F

@@ -48,9 +48,9 @@ from .kfold import (
 )
 from .linesearch import line_minimise
 from .ops import KernelOps, rank1_vjp, solve_full
-from .options import LBFGS_CG, PRESETS, ADMMOptions, dense_blocks, make_options
+from .options import DEFAULT_PRESET, LBFGS_CG, PRESETS, ADMMOptions, dense_blocks, make_options
 from .predict import cg_predict
-from .run import SCALE_PRECOND_RANK, ADMMDivergenceError, scale_cg_options
+from .run import SCALE_PRECOND_RANK, ADMMDivergenceError, check_choices, scale_cg_options
 from .scale import calibrate_scale, ml_scale_factor, scale_handles
 from .tangent import TangentThetaStep
 from .theta import DescentMemory, PaperThetaStep
@@ -58,7 +58,8 @@ from .theta import DescentMemory, PaperThetaStep
 __all__ = [
     # trainers and their options
     "fit_admm_hocv", "fit_admm_kfold", "fit_admm_consensus", "ADMMOptions",
-    "make_options", "PRESETS", "LBFGS_CG", "TANGENT", "ADMMDivergenceError",
+    "make_options", "PRESETS", "DEFAULT_PRESET", "LBFGS_CG", "TANGENT",
+    "ADMMDivergenceError", "check_choices",
     # prediction without O(n³)
     "cg_predict", "solve_full",
     # splits and folds

@@ -32,11 +32,16 @@ class ADMMDivergenceError(RuntimeError):
 def check_fit_args(model: ExactGP, on_divergence: str, scale: str = "ml") -> None:
     """ValueError naming the argument for a bad ``model``, ``on_divergence`` or ``scale``
     of any GPCV-ADMM trainer."""
+    check_choices(on_divergence, scale)
+    if not isinstance(model, ExactGP):
+        raise ValueError(f"model must be an ExactGP, got {type(model).__name__}")
+
+
+def check_choices(on_divergence: str, scale: str) -> None:
+    """ValueError naming a bad ``on_divergence`` or ``scale`` of any GPCV-ADMM trainer."""
     if scale not in ("ml", "keep"):
         raise ValueError(f"scale must be 'ml' (maximum-likelihood overall scale after "
                          f"training) or 'keep', got {scale!r}")
-    if not isinstance(model, ExactGP):
-        raise ValueError(f"model must be an ExactGP, got {type(model).__name__}")
     if on_divergence not in ("warn", "raise"):
         raise ValueError(f"on_divergence must be 'warn' or 'raise', got {on_divergence!r}")
 
