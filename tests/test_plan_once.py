@@ -55,3 +55,13 @@ def test_the_size_check_still_runs_once_the_columns_are_known():
     X, y = _data()
     with pytest.raises(PlanError, match=r"num_features=100000000000 needs about"):
         gpscale.fit(X, y, method="rff", num_features=10**11)
+
+
+def test_an_admm_setting_is_checked_over_its_preset_before_any_row_is_read(monkeypatch):
+    def no_rows(*args, **kwargs):
+        raise AssertionError("rows were read before the request was checked")
+
+    monkeypatch.setattr(api, "training_data", no_rows)
+    X, y = _data()
+    with pytest.raises(PlanError, match="rho"):
+        gpscale.fit(X, y, method="admm-kfold", rho=-1.0)

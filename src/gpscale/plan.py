@@ -177,7 +177,9 @@ def check_values(method: Method, options: dict[str, Any]) -> None:
     cls = options_class(method)
     if cls is not None:
         names = {f.name for f in dataclasses.fields(cls) if f.init}
-        cls(**{k: v for k, v in options.items() if k in names})
+        checked = cls(**{k: v for k, v in options.items() if k in names})
+        if hasattr(checked, "check_given"):  # options whose checks need what was given
+            checked.check_given(options)
 
 
 def cluster_methods() -> list[str]:

@@ -69,6 +69,11 @@ class _ADMMFitOptions:
         chosen = {k: getattr(self, k) for k in given if k in SETTINGS}
         return make_options(None, self.preset, max_iter=self.max_iter, **chosen)
 
+    def check_given(self, given: typing.Iterable[str]) -> None:
+        """The settings among ``given`` checked over the preset, as the fit will run them
+        (the planner asks, before any row is read)."""
+        self.settings(given)
+
     def trainer_options(self, given: typing.Iterable[str]) -> dict[str, Any]:
         """The trainer's keyword arguments: its settings made here, so no preset there."""
         own = {k: getattr(self, k) for k in self.OWN}
