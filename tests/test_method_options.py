@@ -208,14 +208,15 @@ ADMM_OWN = {"admm-hocv": (("val_fraction", "0.5"), ("validation", "None")),
 @pytest.mark.parametrize("name", sorted(ADMM_OWN))
 def test_the_admm_options_are_the_fits_the_trainers_and_the_settings_of_before(name):
     from gpscale.methods.admm import SETTINGS
-    from gpscale.train.admm import ADMMOptions
+    from gpscale.train.admm import DEFAULT_PRESET, PRESETS, ADMMOptions
 
     method = METHODS[name]
     head = (("noise", "0.1"), ("seed", "0"), ("max_iter", "100"), ("progress", "False"),
             ("device", "None"))
     tail = (("preset", "'lbfgs-cg'"), ("on_divergence", "'warn'"), ("scale", "'ml'"))
-    settings = tuple((f.name, repr(f.default)) for f in dataclasses.fields(ADMMOptions)
-                     if f.name != "max_iter")
+    runs = PRESETS[DEFAULT_PRESET]  # a setting shows what a fit given none runs
+    settings = tuple((f.name, repr(runs.get(f.name, f.default)))
+                     for f in dataclasses.fields(ADMMOptions) if f.name != "max_iter")
     listed = list(head + ADMM_OWN[name] + tail + settings)
     assert [k for k, _ in settings] == list(SETTINGS)
     assert [(k, repr(v)) for k, v in method_options(method).items()] == listed

@@ -6,7 +6,8 @@ Each method's options are one dataclass (:class:`HoldoutOptions`, :class:`KFoldO
 :class:`ConsensusOptions`): the fit's own (noise, seed, max_iter, progress, device), its
 trainer's (the split or the folds, ``preset``, ``on_divergence``, ``scale``) and then
 every setting of :class:`~gpscale.train.admm.ADMMOptions`, read off that class (declared
-there once), with its defaults, the paper's. A setting not given comes from the preset
+there once), its default the value a fit given none runs (the default preset's, else the
+paper's). A setting not given comes from the preset
 (:data:`~gpscale.train.admm.DEFAULT_PRESET` unless ``preset=`` names another), so only
 the settings given override it, and they are checked together with the preset
 (:meth:`settings`) when the fit starts, before any work.
@@ -120,8 +121,10 @@ def _options_class(name: str, doc: str, checks: type,
             ("progress", bool, False), ("device", torch.device | str | None, None)]
     tail = [("preset", str, DEFAULT_PRESET), ("on_divergence", str, "warn"),
             ("scale", str, "ml")]
-    settings = [(f.name, hints[f.name], f.default) for f in dataclasses.fields(ADMMOptions)
-                if f.name in SETTINGS]
+    # each setting shown with the value a fit given none runs: the default preset's
+    runs = PRESETS[DEFAULT_PRESET]
+    settings = [(f.name, hints[f.name], runs.get(f.name, f.default))
+                for f in dataclasses.fields(ADMMOptions) if f.name in SETTINGS]
     fields = [(n, t, dataclasses.field(default=v)) for n, t, v in head + own + tail + settings]
     fields.append(("client", Any, dataclasses.field(default=None)))
     cls = dataclasses.make_dataclass(name, fields, bases=(checks,),
