@@ -7,9 +7,9 @@ from __future__ import annotations
 import warnings
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
+from gapped_tables import gapped_table
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -136,12 +136,7 @@ NOISE = 0.1
 
 
 def _table(rng, n, missing=0.1):
-    x = rng.normal(size=n)
-    level = rng.integers(0, 6, n)
-    y = x + np.linspace(-2, 2, 6)[level] + NOISE * rng.normal(size=n)
-    df = pd.DataFrame({"x": x, "c": [f"l{i}" for i in level], "y": y})
-    df.loc[rng.random(n) < missing, "x"] = np.nan
-    return df
+    return gapped_table(rng, n, missing, levels=6, spread=2.0, noise=NOISE)
 
 
 @pytest.fixture(scope="module")

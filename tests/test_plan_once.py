@@ -37,11 +37,16 @@ def test_one_plan_per_fit(monkeypatch, method):
     assert made == [method]
 
 
-def test_a_named_methods_request_is_refused_before_any_row_is_read(monkeypatch):
-    def no_rows(*args, **kwargs):
+@pytest.fixture
+def no_rows(monkeypatch):
+    """Reading the rows fails the test: what is refused must be refused before."""
+    def read(*args, **kwargs):
         raise AssertionError("rows were read before the request was checked")
 
-    monkeypatch.setattr(api, "training_data", no_rows)
+    monkeypatch.setattr(api, "training_data", read)
+
+
+def test_a_named_methods_request_is_refused_before_any_row_is_read(no_rows):
     X, y = _data()
     with pytest.raises(PlanError, match="unknown method"):
         gpscale.fit(X, y, method="no-such-method")
@@ -57,11 +62,7 @@ def test_the_size_check_still_runs_once_the_columns_are_known():
         gpscale.fit(X, y, method="rff", num_features=10**11)
 
 
-def test_an_admm_setting_is_checked_over_its_preset_before_any_row_is_read(monkeypatch):
-    def no_rows(*args, **kwargs):
-        raise AssertionError("rows were read before the request was checked")
-
-    monkeypatch.setattr(api, "training_data", no_rows)
+def test_an_admm_setting_is_checked_over_its_preset_before_any_row_is_read(no_rows):
     X, y = _data()
     with pytest.raises(PlanError, match="rho"):
         gpscale.fit(X, y, method="admm-kfold", rho=-1.0)

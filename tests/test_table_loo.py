@@ -9,9 +9,9 @@ import copy
 import warnings
 
 import numpy as np
-import pandas as pd
 import pytest
 import torch
+from gapped_tables import gapped_table
 
 import gpscale
 from gpscale.api import _gap_loo
@@ -87,12 +87,7 @@ def test_loo_scales_and_widening_against_a_loop():
 
 # -- a fitted table: y = x + level effect + noise, a fifth of x missing ------------------------
 def _table(rng, n, missing=0.2):
-    x = rng.normal(size=n)
-    level = rng.integers(0, 4, n)
-    y = x + np.linspace(-1.5, 1.5, 4)[level] + 0.1 * rng.normal(size=n)
-    df = pd.DataFrame({"x": x, "c": [f"l{i}" for i in level], "y": y})
-    df.loc[rng.random(n) < missing, "x"] = np.nan
-    return df
+    return gapped_table(rng, n, missing, levels=4, spread=1.5)
 
 
 @pytest.fixture(scope="module")
