@@ -178,7 +178,7 @@ def check_values(method: Method, options: dict[str, Any]) -> None:
     if cls is not None:
         names = {f.name for f in dataclasses.fields(cls) if f.init}
         checked = cls(**{k: v for k, v in options.items() if k in names})
-        if hasattr(checked, "check_given"):  # options whose checks need what was given
+        if hasattr(checked, "check_given"):  # the protocol of options.takes_options
             checked.check_given(options)
 
 

@@ -26,7 +26,10 @@ def takes_options(options: type) -> Callable[[Callable], Callable]:
     the fields of the dataclass ``options`` (checked in its ``__post_init__``): its
     signature lists them, keyword-only, with their defaults and types, and
     :func:`options_class` finds the dataclass, so that the registry, the CLI, the API,
-    the estimator and ``gpscale methods`` read the one declaration."""
+    the estimator and ``gpscale methods`` read the one declaration. The planner builds
+    it from the options given before any row is read; a dataclass whose checks also need
+    to know which options were given (ADMM's settings over their preset) defines
+    ``check_given(names)``, which the planner then calls."""
 
     def deco(fit_fn: Callable) -> Callable:
         head = list(inspect.signature(fit_fn).parameters.values())[:len(DATA_ARGUMENTS)]
