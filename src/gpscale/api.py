@@ -9,11 +9,13 @@ import copy
 from collections.abc import Iterator
 from typing import Any
 
+import torch
+
 from . import kernels as _kernels
 from .deadline import Deadline
 from .io import Rows, Source, TrainingData, training_data
 from .io.encoding import TableEncoding
-from .io.gaps import REFERENCE_ROWS, loo_scales
+from .io.gaps import REFERENCE_ROWS, donor_rows, fill_gaps, loo_scales
 from .io.inputs import TABLE_KERNELS, table_kernel
 from .io.sample import sample_rows
 from .io.scaling import OWN_UNITS_ADVICE, rows_scaler, scaled_in_memory, with_codes
@@ -130,9 +132,9 @@ def run(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
         if m.streams and (client is not None or data.pair is None):
             scaler, model, result = _fit_rows(m, data.source, kernel, standardize, client,
                                               plan.options, deadline)
-            kernel_choice = None
+            kernel_choice = donors = None
         else:
-            scaler, model, result, kernel_name, kernel_choice = _fit_held(
+            scaler, model, result, kernel_name, kernel_choice, donors = _fit_held(
                 plan, data, kernel, kernel_name, standardize, client, deadline)
         gap_loo = _gap_loo(model)
         if hasattr(model, "freeze"):  # let go of rows not held and of the cluster,
@@ -143,7 +145,8 @@ def run(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
     return Predictor(model, scaler, result, method=m.name, kernel_name=kernel_name,
                      standardize=bool(standardize), feature_names=data.feature_names,
                      target_name=data.target_name, inputs=data.inputs, choice=plan.choice,
-                     kernel_choice=kernel_choice, reference=reference, gap_loo=gap_loo)
+                     kernel_choice=kernel_choice, reference=reference, gap_loo=gap_loo,
+                     gap_donors=donors)
 
 
 def _gap_loo(model: Any) -> Any:
@@ -172,20 +175,22 @@ def _reference_rows(data: TrainingData, client: Any) -> Any:
 
 def _fit_held(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
               standardize: bool, client: Any, deadline: Deadline | None = None
-              ) -> tuple[Any, Any, Any, str, KernelChoice | None]:
+              ) -> tuple[Any, Any, Any, str, KernelChoice | None, Any]:
     """Every row in memory, standardised, as tensors: the method gets X, y (or, when it
     reads passes or minibatches, :class:`Rows` holding them), and ``kernel="auto"`` its
     kernel chosen from them (:func:`~gpscale.methods.kernel_choice.kernel_for`).
     ``deadline``: the plan's time allowance, shared by the kernel's choice and the
-    method (its ``time_limit``: what is left)."""
+    method (its ``time_limit``: what is left). Also returns the complete rows a table's
+    gaps were placed by (:func:`_place_gaps`), or None."""
     m, options = plan.method, plan.options
     scaler, Xs, ys = scaled_in_memory(data, standardize, kernel.raw_columns)
-    pick = None
+    pick = donors = None
     # a table's missing numbers: their variance modelled where the fit can (kernels/gaps)
     gaps = (data.inputs.gap_columns() if isinstance(data.inputs, TableEncoding) else [])
-    if gaps and deadline is not None and modelled_gaps(m, options, Xs, gaps):
-        # the fit leaves time for the leave-one-out pass after it (_gap_loo)
-        deadline = deadline.sooner(deadline.left() - exact_seconds(len(Xs), 1))
+    if gaps and modelled_gaps(m, options, Xs, gaps):
+        Xs, donors = _place_gaps(Xs, data.inputs, gaps)
+        if deadline is not None:  # the fit leaves time for the leave-one-out pass (_gap_loo)
+            deadline = deadline.sooner(deadline.left() - exact_seconds(len(Xs), 1))
     with _own_units(standardize, m.name):
         if kernel_name == AUTO_KERNEL:
             pick = kernel_for(m, Xs, ys, options, budget=plan.budget, deadline=deadline,
@@ -202,7 +207,19 @@ def _fit_held(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
                 extra["time_limit"] = deadline
             model, result = m.fit_fn(*args, kernel, **{**options, **extra})
     check_skill(model, result, lambda rows: (Xs, ys))  # sample_skill draws its rows
-    return scaler, model, result, kernel_name, None if pick is None else pick.choice
+    return (scaler, model, result, kernel_name, None if pick is None else pick.choice,
+            donors)
+
+
+def _place_gaps(Xs: Any, inputs: TableEncoding, gaps: list[int]) -> tuple[Any, Any]:
+    """Scaled training rows with each gap training had moved from the column's mean to
+    the column's mean over the rows nearest on the row's other columns
+    (:func:`gpscale.io.gaps.fill_gaps`), and those rows (a sample: the donors), which
+    the predictor places new rows' gaps by."""
+    X = Xs.detach().cpu().numpy()
+    donors = donor_rows(X)
+    placed = fill_gaps(X, inputs.gap_blocks(), donors)
+    return torch.as_tensor(placed, dtype=Xs.dtype, device=Xs.device), donors
 
 
 def _fit_rows(m: Method, source: Source, kernel: Kernel, standardize: bool, client: Any,

@@ -40,7 +40,7 @@ from . import kernels as _kernels
 from .checksum import CHECKSUM_KEY, check_content, content_digest
 from .files import atomic_bytes
 from .io.encoding import TableEncoding
-from .io.gaps import NEIGHBOURS, completions, mixture, widening, widening_lines
+from .io.gaps import NEIGHBOURS, completions, fill_gaps, mixture, widening, widening_lines
 from .io.given import column_names, writable
 from .io.inputs import StringInputs, inputs_from_state, table_inputs
 from .kernels import Kernel
@@ -70,7 +70,8 @@ class Predictor:
                  choice: Choice | None = None,
                  kernel_choice: KernelChoice | None = None,
                  reference: np.ndarray | None = None,
-                 gap_loo: np.ndarray | None = None) -> None:
+                 gap_loo: np.ndarray | None = None,
+                 gap_donors: np.ndarray | None = None) -> None:
         self.model, self.scaler, self.result = model, scaler, result
         self.method, self.kernel_name, self.standardize = method, kernel_name, standardize
         #: input column names and target name, when the training data had them
@@ -88,6 +89,8 @@ class Predictor:
         #: each gap column's leave-one-out α and row count (2, d), which widen the
         #: intervals of rows with a gap training had (:mod:`gpscale.io.gaps`), or None
         self.gap_loo = None if gap_loo is None else np.asarray(gap_loo, np.float64)
+        #: complete training rows (standardised) that place a gap training had, or None
+        self.gap_donors = None if gap_donors is None else np.asarray(gap_donors, np.float64)
 
     @property
     def n_features(self) -> int:
@@ -189,6 +192,8 @@ class Predictor:
         """The mean and variance at encoded rows, in standardised units, as the model
         and the gaps' mixture give them (before any widening)."""
         Xs = self.scaler.transform_x(X)
+        if self.gap_donors is not None:  # gaps training had: placed as in training
+            Xs = fill_gaps(Xs, self.inputs.gap_blocks(), self.gap_donors)
         gapped = np.isnan(Xs).any(axis=1)
         if gapped.any() and self.reference is None:  # a file written before gaps
             Xs = self.scaler.transform_x(np.where(np.isnan(X), self._old_fill(), X))
@@ -304,6 +309,8 @@ class Predictor:
                else {"reference": torch.as_tensor(self.reference, dtype=torch.float64)}),
             **({} if self.gap_loo is None
                else {"gap_loo": torch.as_tensor(self.gap_loo, dtype=torch.float64)}),
+            **({} if self.gap_donors is None
+               else {"gap_donors": torch.as_tensor(self.gap_donors, dtype=torch.float64)}),
             **quality_entry(self),
         }
         return {**saved, CHECKSUM_KEY: content_digest(saved)}
@@ -426,7 +433,9 @@ def _rebuild(saved: dict[str, Any], path: Path) -> Predictor:
                      choice=_choice(saved.get("choice")),
                      kernel_choice=_kernel_choice(saved.get("kernel_choice")),
                      reference=_reference(saved.get("reference"), len(scaler.x_mean)),
-                     gap_loo=_gap_loo(saved.get("gap_loo"), len(scaler.x_mean)))
+                     gap_loo=_gap_loo(saved.get("gap_loo"), len(scaler.x_mean)),
+                     gap_donors=_reference(saved.get("gap_donors"), len(scaler.x_mean),
+                                           "the complete rows that place its gaps (gap_donors)"))
 
 
 def _merge(gapped: np.ndarray, mean: np.ndarray, var: np.ndarray, gap_mean: np.ndarray,
@@ -438,15 +447,16 @@ def _merge(gapped: np.ndarray, mean: np.ndarray, var: np.ndarray, gap_mean: np.n
     return out_mean, out_var
 
 
-def _reference(saved: Any, d: int) -> np.ndarray | None:
-    """The saved reference rows (None when absent); a TypeError (the file is damaged)
-    unless a float matrix of finite values over the model's ``d`` inputs."""
+def _reference(saved: Any, d: int, what: str = "its reference rows") -> np.ndarray | None:
+    """The saved reference rows, or any saved rows ``what`` (None when absent); a
+    TypeError (the file is damaged) unless a float matrix of finite values over the
+    model's ``d`` inputs."""
     if saved is None:
         return None
     if not (isinstance(saved, torch.Tensor) and saved.ndim == 2 and saved.shape[1] == d
             and saved.shape[0] > 0 and saved.is_floating_point()
             and bool(torch.isfinite(saved).all())):
-        raise TypeError("its reference rows are not a finite matrix over the model's inputs")
+        raise TypeError(f"{what} are not a finite matrix over the model's inputs")
     return saved.numpy()
 
 

@@ -184,6 +184,16 @@ class TableEncoding:
             start += c.width
         return out
 
+    def gap_blocks(self) -> list[tuple[list[int], int]]:
+        """For each number or date column with gaps in training: (the columns of X
+        holding its value, its 0/1 column), for :func:`gpscale.io.gaps.fill_gaps`."""
+        out, start = [], 0
+        for c in self.codes:
+            if c.kind != "category" and c.missing:
+                out.append((list(range(start, start + c.width - 1)), start + c.width - 1))
+            start += c.width
+        return out
+
     def category_blocks(self) -> list[list[int]]:
         """The columns of X holding each categorical column's one-hot block (for
         :func:`gpscale.kernels.mixed_kernel`)."""

@@ -29,14 +29,27 @@ max(1, α_c) (only widening; a row with several gaps by the largest; a column wi
 fewer than :data:`LOO_MIN_ROWS` training rows with the gap: not at all): the variance
 of f gains (α_c − 1) times that of y (:func:`widening`). Other fits (the CG path,
 other methods) keep no α and widen nothing. Measured: benchmarks/results/tables/gaps/loo/.
+
+**Where a gap training had sits.** The encoding puts such a cell at the column's mean;
+the same fits (the exact GP by Cholesky, whose kernel models the gap's variance) then
+move it to E[x_c | the row's other columns], the mean of column c over the
+:data:`FILL_NEIGHBOURS` complete training rows nearest on the columns the row has
+(:func:`fill_gaps`; those rows, :func:`donor_rows`, are kept with the model so that a
+new row is placed as training rows were). f at that point is f averaged over what x_c
+could be, to first order, and the gap's variance term carries the rest. At the mean,
+a row is compared with rows of another kind (txhousing: a small town's missing sales
+volume placed at the state's mean), which cost the fit more than the rows gave: on
+txhousing the complete rows' own errors grew by a third
+(benchmarks/results/tables/gaps/conditional/README.md).
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["REFERENCE_ROWS", "NEIGHBOURS", "LOO_MIN_ROWS", "completions", "mixture",
-           "sample_spread_factor", "loo_scales", "factors", "widening", "widening_lines"]
+__all__ = ["REFERENCE_ROWS", "NEIGHBOURS", "LOO_MIN_ROWS", "FILL_NEIGHBOURS", "DONOR_ROWS",
+           "completions", "mixture", "sample_spread_factor", "loo_scales", "factors",
+           "widening", "widening_lines", "donor_rows", "fill_gaps"]
 
 #: training rows kept with a table model to draw a gap's values from
 REFERENCE_ROWS = 1000
@@ -45,6 +58,11 @@ NEIGHBOURS = 50
 #: a gap column's α is used only where at least this many training rows have the gap
 #: (its sampling error on fewer rows is as large as the widening it would bring)
 LOO_MIN_ROWS = 20
+#: a training gap's value: the mean of this many complete rows nearest on the others
+#: (benchmarks/results/tables/gaps/conditional/README.md)
+FILL_NEIGHBOURS = 5
+#: the complete training rows kept with a model to place gaps by (a seeded sample)
+DONOR_ROWS = 5000
 
 
 def completions(X: np.ndarray, reference: np.ndarray, k: int = NEIGHBOURS
@@ -150,3 +168,62 @@ def widening_lines(scales: np.ndarray, names: list[str]) -> list[str]:
         out.append(f"{names[c]!r}: leave-one-out alpha {alpha:.4g} on the {rows} training "
                    f"rows with the gap; {does}")
     return out
+
+
+def donor_rows(X: np.ndarray, limit: int = DONOR_ROWS, seed: int = 0) -> np.ndarray:
+    """The training rows ``X`` (n, d) that place gaps (:func:`fill_gaps`): all of them,
+    or a seeded uniform sample of ``limit`` in their order when there are more."""
+    X = np.asarray(X, np.float64)
+    if len(X) <= limit:
+        return X.copy()
+    return X[np.sort(np.random.default_rng(seed).choice(len(X), limit, replace=False))]
+
+
+def _known(X: np.ndarray, blocks: list[tuple[list[int], int]]) -> np.ndarray:
+    """Which cells of ``X`` hold a value the row has: not NaN, not an indicator column,
+    not a value column whose indicator is 1 in that row."""
+    known = ~np.isnan(X)
+    for values, g in blocks:
+        known[:, g] = False
+        known[np.ix_(np.nan_to_num(X[:, g], nan=0.0) == 1.0, values)] = False
+    return known
+
+
+def fill_gaps(X: np.ndarray, blocks: list[tuple[list[int], int]], donors: np.ndarray,
+              k: int = FILL_NEIGHBOURS) -> np.ndarray:
+    """``X`` (n, d; NaN cells allowed) with each gap training had placed by its row's
+    other columns. ``blocks``: (value columns, 0/1 indicator column) of each table
+    column with such gaps (:meth:`gpscale.io.encoding.TableEncoding.gap_blocks`). In a
+    row whose indicator is 1, the block's value columns become their mean over the
+    ``k`` rows of ``donors`` (training rows, same units) nearest to it among those that
+    have the block's value: the mean squared difference over the columns both rows
+    have (:func:`_known`); ties go to the earlier donor. Other rows are returned as they
+    are, and a block no donor has stays where it was."""
+    X = np.array(X, dtype=np.float64)
+    if not blocks:
+        return X
+    marked = np.stack([np.nan_to_num(X[:, g], nan=0.0) == 1.0 for _, g in blocks], axis=1)
+    rows = np.flatnonzero(marked.any(axis=1))
+    D = np.asarray(donors, np.float64)
+    if len(rows) == 0 or len(D) == 0:
+        return X
+    b = _known(D, blocks).astype(np.float64)
+    Db = np.where(b > 0, D, 0.0)
+    has = np.stack([D[:, g] == 0.0 for _, g in blocks], axis=1)  # donors with the value
+    step = max(1, 2 ** 22 // len(D))  # bounds the (rows, donors) distances
+    for start in range(0, len(rows), step):
+        part = rows[start:start + step]
+        a = _known(X[part], blocks).astype(np.float64)
+        Xa = np.where(a > 0, X[part], 0.0)
+        # Σ_l a_l b_l (x_l − r_l)² over the columns both rows have, as three products
+        shared = a @ b.T
+        dist = (Xa ** 2 @ b.T - 2.0 * Xa @ Db.T + a @ (Db ** 2).T) / np.maximum(shared, 1.0)
+        dist[shared == 0] = np.inf
+        for j, (values, _) in enumerate(blocks):
+            hit = marked[part, j]
+            if not hit.any() or not has[:, j].any():
+                continue
+            pool = np.flatnonzero(has[:, j])
+            near = np.argsort(dist[np.ix_(hit, pool)], axis=1, kind="stable")[:, :k]
+            X[np.ix_(part[hit], values)] = D[pool[near]][:, :, values].mean(axis=1)
+    return X
