@@ -18,6 +18,9 @@ existed (a number's training mean, an unknown level's zeros).
 on a table with gaps): the (2, d) leave-one-out α of each gap column and its row count
 (:func:`gpscale.io.gaps.loo_scales`), which widens the intervals of rows with those
 gaps; without it nothing is widened.
+``gap_donors`` (absent from older files and from the same other fits): the training
+rows (a sample), in the model's standardised units, by which a gap training had is
+placed (:func:`gpscale.io.gaps.fill_gaps`); without it such a gap stays at the mean.
 ``written_by`` (absent from older files) names the gpscale version that wrote the file.
 ``checksum`` (absent from older files) is a sha256 over every other entry, tensors
 included (:mod:`gpscale.checksum`), checked at load: a damaged file is refused.
@@ -40,7 +43,15 @@ from . import kernels as _kernels
 from .checksum import CHECKSUM_KEY, check_content, content_digest
 from .files import atomic_bytes
 from .io.encoding import TableEncoding
-from .io.gaps import NEIGHBOURS, completions, fill_gaps, mixture, widening, widening_lines
+from .io.gaps import (
+    FILL_NEIGHBOURS,
+    NEIGHBOURS,
+    completions,
+    fill_gaps,
+    mixture,
+    widening,
+    widening_lines,
+)
 from .io.given import column_names, writable
 from .io.inputs import StringInputs, inputs_from_state, table_inputs
 from .kernels import Kernel
@@ -274,7 +285,11 @@ class Predictor:
         table = self.inputs.lines() if isinstance(self.inputs, TableEncoding) else []
         if self.gap_loo is not None and self.input_names is not None:
             table += widening_lines(self.gap_loo, self.input_names)
-        return "".join([*(f"column {line}\n" for line in table),
+        placed = ([] if self.gap_donors is None else [
+            f"missing numbers: each placed at its column's mean over the {FILL_NEIGHBOURS} "
+            f"training rows nearest on the row's other columns (of {len(self.gap_donors)} "
+            "kept), not at the training mean\n"])
+        return "".join([*(f"column {line}\n" for line in table), *placed,
                         *(f"data quality: {line}\n" for line in found)])
 
     def __repr__(self) -> str:
