@@ -180,7 +180,7 @@ def _fit_held(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
     reads passes or minibatches, :class:`Rows` holding them), and ``kernel="auto"`` its
     kernel chosen from them (:func:`~gpscale.methods.kernel_choice.kernel_for`).
     ``deadline``: the plan's time allowance, shared by the kernel's choice and the
-    method (its ``time_limit``: what is left). Also returns the complete rows a table's
+    method (its ``time_limit``: what is left). Also returns the training rows a table's
     gaps were placed by (:func:`_place_gaps`), or None."""
     m, options = plan.method, plan.options
     scaler, Xs, ys = scaled_in_memory(data, standardize, kernel.raw_columns)
@@ -188,7 +188,7 @@ def _fit_held(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
     # a table's missing numbers: their variance modelled where the fit can (kernels/gaps)
     gaps = (data.inputs.gap_columns() if isinstance(data.inputs, TableEncoding) else [])
     if gaps and modelled_gaps(m, options, Xs, gaps):
-        Xs, donors = _place_gaps(Xs, data.inputs, gaps)
+        Xs, donors = _place_gaps(Xs, data.inputs)
         if deadline is not None:  # the fit leaves time for the leave-one-out pass (_gap_loo)
             deadline = deadline.sooner(deadline.left() - exact_seconds(len(Xs), 1))
     with _own_units(standardize, m.name):
@@ -211,7 +211,7 @@ def _fit_held(plan: Plan, data: TrainingData, kernel: Kernel, kernel_name: str,
             donors)
 
 
-def _place_gaps(Xs: Any, inputs: TableEncoding, gaps: list[int]) -> tuple[Any, Any]:
+def _place_gaps(Xs: Any, inputs: TableEncoding) -> tuple[Any, Any]:
     """Scaled training rows with each gap training had moved from the column's mean to
     the column's mean over the rows nearest on the row's other columns
     (:func:`gpscale.io.gaps.fill_gaps`), and those rows (a sample: the donors), which

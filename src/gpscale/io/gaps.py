@@ -58,10 +58,11 @@ NEIGHBOURS = 50
 #: a gap column's α is used only where at least this many training rows have the gap
 #: (its sampling error on fewer rows is as large as the widening it would bring)
 LOO_MIN_ROWS = 20
-#: a training gap's value: the mean of this many complete rows nearest on the others
+#: a gap training had: placed at the mean of this many rows with the value, nearest on
+#: the row's other columns
 #: (benchmarks/results/tables/gaps/conditional/README.md)
 FILL_NEIGHBOURS = 5
-#: the complete training rows kept with a model to place gaps by (a seeded sample)
+#: the training rows kept with a model to place gaps by (a seeded sample beyond this)
 DONOR_ROWS = 5000
 
 
