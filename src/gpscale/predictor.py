@@ -203,8 +203,8 @@ class Predictor:
         """The mean and variance at encoded rows, in standardised units, as the model
         and the gaps' mixture give them (before any widening)."""
         Xs = self.scaler.transform_x(X)
-        if self.gap_donors is not None:  # gaps training had: placed as in training
-            Xs = fill_gaps(Xs, self.inputs.gap_blocks(), self.gap_donors)
+        if self.gap_donors is not None and isinstance(self.inputs, TableEncoding):
+            Xs = fill_gaps(Xs, self.inputs.gap_blocks(), self.gap_donors)  # as in training
         gapped = np.isnan(Xs).any(axis=1)
         if gapped.any() and self.reference is None:  # a file written before gaps
             Xs = self.scaler.transform_x(np.where(np.isnan(X), self._old_fill(), X))
