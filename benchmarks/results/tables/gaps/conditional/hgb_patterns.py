@@ -50,19 +50,20 @@ rr = rmse(fit(trr, cols).predict(ter[cols]))
 print(f"HGB complete {rc:.0f}, 10 % removed {rr:.0f}: ratio {rr / rc:.3f}")
 gaps = ter[cols].isna()
 pattern = gaps.apply(tuple, axis=1)
-pred = np.empty(len(ter))
-for key, idx in pattern.groupby(pattern).groups.items():
-    cs = [c for c, missing in zip(cols, key) if not missing]
-    where = ter.index.get_indexer(idx)
-    pred[where] = fit(trc, cs).predict(ter.loc[idx, cs])
-ro = rmse(pred)
+
+
+def per_pattern(train):
+    """Each test row predicted by HGB trained on ``train`` with that row's columns only."""
+    pred = np.empty(len(ter))
+    for key, idx in pattern.groupby(pattern).groups.items():
+        cs = [c for c, missing in zip(cols, key) if not missing]
+        pred[ter.index.get_indexer(idx)] = fit(train, cs).predict(ter.loc[idx, cs])
+    return rmse(pred)
+
+
+ro, rp = per_pattern(trc), per_pattern(trr)
 print(f"one HGB per pattern of gaps, trained on the split's rows before removal: {ro:.0f}, "
       f"ratio {ro / rc:.3f}")
-for key, idx in pattern.groupby(pattern).groups.items():  # the same, on the removed rows
-    cs = [c for c, missing in zip(cols, key) if not missing]
-    where = ter.index.get_indexer(idx)
-    pred[where] = fit(trr, cs).predict(ter.loc[idx, cs])
-rp = rmse(pred)
 print(f"one HGB per pattern of gaps, trained on the removed split's rows: {rp:.0f}, "
       f"ratio {rp / rc:.3f}")
 for c in cols:
