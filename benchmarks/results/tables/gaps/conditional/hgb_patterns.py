@@ -18,7 +18,7 @@ from benchmarks.tables import _split  # noqa: E402
 T = "median"
 
 
-def frame(path, levels=None):
+def frame(path):
     df = pd.read_csv(path)
     df["city"] = df["city"].astype("category")
     return df
