@@ -29,7 +29,12 @@ for name, X, y, Xt in sets():
     t = time.time()
     n = X.shape[0]
     extra = {} if n <= 10_000 else {"m": 128}
-    p = gpscale.fit(X, y, **OPTS, **extra)
+    try:
+        p = gpscale.fit(X, y, **OPTS, **extra)
+    except Exception as e:  # noqa: BLE001  (the same failure before and after is the check)
+        print(json.dumps({"set": name, "n": n, "error": f"{type(e).__name__}: {e}"[:200]}),
+              flush=True)
+        continue
     mean, std = p.predict(Xt, return_std=True)
     out[name] = {"state": {k: v.detach().clone() for k, v in p.model.state_dict().items()},
                  "mean": torch.as_tensor(mean), "std": torch.as_tensor(std)}
