@@ -8,8 +8,7 @@ from .feature import FeatureGP, chunk_statistics
 from .fitc import FITC
 from .grief import GriefIPosterior, OrthogonalGrief, grief_preconditioner
 from .grief_eigen import ReweightedGrief, ReweightedGriefPosterior
-from .sgpr import SGPR
-from .sgpr_passes import StreamedSGPR
+from .sgpr import SGPR, StreamedSGPR
 from .sparse import SparseGP
 from .svgp import SVGP
 

@@ -1,40 +1,34 @@
-"""SGPR from passes over the rows: Titsias's (2009) bound and posterior from row sums.
+"""SGPR reading its rows in passes: Titsias's (2009) bound and posterior from row sums.
 
-The model of :class:`~gpscale.models.SGPR` (the same bound, eq. 9, and posterior), whose
-rows stay in their partitions: each evaluation is one statistics pass (W = ΦᵀΦ, v = Φᵀy,
-yᵀy, n; :mod:`gpscale.models.feature_stats` with the whitened inducing features
-φ(x) = Luu⁻¹k(Z, x) of :mod:`gpscale.features.inducing`), in this process or as tasks on
-the rows' dask workers, and its gradient in θ and Z one more pass. The bound and
-posterior from those sums are :mod:`gpscale.models.sgpr_stats`. Σ k(x, x) is n k(0)
-from the kernel (stationary kernels only: other kernels are refused).
+:class:`RowPasses` is the :class:`~gpscale.models.SGPR` row reader (the same bound,
+eq. 9, and posterior) whose rows stay in their partitions: each evaluation is one
+statistics pass (W = ΦᵀΦ, v = Φᵀy, yᵀy, n; :mod:`gpscale.models.feature_stats` with the
+whitened inducing features φ(x) = Luu⁻¹k(Z, x) of :mod:`gpscale.features.inducing`), in
+this process or as tasks on the rows' dask workers, and its gradient in θ and Z one more
+pass. The bound and posterior from those sums are :mod:`gpscale.models.sgpr_stats`.
+Σ k(x, x) is n k(0) from the kernel (stationary kernels only: other kernels are
+refused).
 
-After training, :meth:`StreamedSGPR.freeze` keeps the statistics at the final θ and Z
-and lets go of the rows: prediction and the saved file need only m × m numbers.
+After training, :meth:`SGPR.freeze <gpscale.models.SGPR.freeze>` keeps the statistics at
+the final θ and Z (the reader :class:`~gpscale.models.sgpr_stats.Statistics`) and lets
+go of the rows: prediction and the saved file need only m × m numbers.
 """
 
 from __future__ import annotations
 
-import copy
 from typing import Any
 
 import torch
-from torch import nn
 
-from ..features.inducing import InducingFeatures, check_constant_diagonal, diagonal_sum
+from ..features.inducing import check_constant_diagonal
 from ..io.rows import Rows
 from ..kernels import Kernel
 from ..linalg import robust_cholesky
-from ..params import Positive
-from ..validation import as_matrix
 from . import feature_stats
-from .base import GPModel, dtype_name, no_data
-from .sgpr import TitsiasModel
-from .sgpr_stats import bound_from_statistics, posterior_factors, whiten
+from .base import GPModel
+from .sgpr_stats import SUMS_TITLE, model_bound, posterior_factors, sums_config
 
-__all__ = ["StreamedSGPR"]
-
-#: the buffers a frozen model keeps: W, v, yᵀy, n (:mod:`gpscale.models.sgpr_stats`)
-_STATS = ("stat_gram", "stat_proj", "stat_yy", "stat_n")
+__all__ = ["RowPasses"]
 
 
 class _Whitened(torch.autograd.Function):
@@ -74,142 +68,69 @@ class _Whitened(torch.autograd.Function):
         return (g_L, None, None, None, None, None, *grads)
 
 
-class StreamedSGPR(TitsiasModel, GPModel):
-    """Sparse variational GP regression (Titsias 2009) over :class:`~gpscale.io.Rows`.
+class RowPasses:
+    """:class:`~gpscale.models.SGPR`'s rows read in passes over their partitions
+    (:class:`~gpscale.io.Rows`, never held): the bound from one statistics pass, its
+    gradient in θ and Z by a second (:class:`_Whitened`)."""
 
-    Parameters
-    ----------
-    kernel : a stationary covariance function, differentiable in its inputs.
-    Z : initial inducing inputs (m, d).
-    rows : the training rows, read on every evaluation (never held).
-    statistics : (W, v, yᵀy, n) at fixed θ and Z instead of rows (a saved model).
-    noise : initial noise variance σ².
-    learn_z : whether Z is trained.
-    """
+    title = SUMS_TITLE
+    #: L-BFGS's vector order (Z, σ², θ): the streamed fits' order, kept
+    z_first = True
 
-    title = "SGPR (Titsias 2009) from passes over the rows"
-    noise = Positive(floor=1e-6, doc="noise variance σ²")
-
-    def __init__(self, kernel: Kernel, Z, *, rows: Rows | None = None,
-                 statistics: tuple | None = None, noise: float = 0.1, learn_z: bool = True,
-                 dtype: torch.dtype = torch.float64,
-                 device: torch.device | str | None = None) -> None:
-        super().__init__()
-        if (rows is None) == (statistics is None):
-            raise ValueError("give the training data as rows=Rows(...) or as "
-                             "statistics=(W, v, yy, n): exactly one of them")
-        Z = as_matrix(Z, "Z", dtype, device)
-        if rows is not None and Z.shape[1] != rows.num_features:
-            raise ValueError(f"Z has {Z.shape[1]} columns but the rows have "
-                             f"{rows.num_features}")
-        self.kernel = kernel.to(dtype=dtype, device=Z.device)
-        check_constant_diagonal(self.kernel)  # before any pass
-        self.Z = nn.Parameter(Z.clone(), requires_grad=learn_z)
-        self.noise = torch.tensor(float(noise), dtype=dtype)
-        self._rows, self._n, self._state = rows, None, None
-        if statistics is not None:
-            self._keep(statistics)
-        self.to(Z.device)
+    def __init__(self, rows: Rows) -> None:
+        self.rows = rows
+        self._n: int | None = None
 
     @property
-    def rows(self) -> Rows | None:
-        """The training rows (None once frozen)."""
-        return self._rows
+    def num_features(self) -> int:
+        return self.rows.num_features
 
-    @property
-    def n(self) -> int:
-        if "stat_n" in self._buffers:
-            return int(self.stat_n)
+    def prepare(self, dtype: torch.dtype, device: Any) -> Any:
+        return device
+
+    def check_kernel(self, kernel: Kernel) -> None:
+        check_constant_diagonal(kernel)  # before any pass
+
+    def attach(self, model: GPModel) -> None:
+        return None
+
+    def detach(self, model: GPModel) -> None:
+        return None
+
+    def n(self, model: GPModel) -> int:
         if self._n is None:
-            self._n = self._rows.n
+            self._n = self.rows.n
         return self._n
 
-    def features(self, whitener: torch.Tensor | None = None) -> InducingFeatures:
-        """φ(x) = k(Z, x), or Luu⁻¹k(Z, x) given ``whitener`` = Luu, sharing this model's
-        kernel and Z."""
-        return InducingFeatures(self.kernel, self.Z, whitener)
-
-    def statistics(self) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
-        """(W, v, yᵀy, n): the frozen ones, or one pass over the rows, differentiable in
-        θ and Z (their gradient is a second pass, :class:`_Whitened`) when any of them is
-        trained."""
-        if "stat_gram" in self._buffers:
-            return self.stat_gram, self.stat_proj, self.stat_yy, int(self.stat_n)
-        r, dtype = self._rows, self.noise.dtype
-        Luu = robust_cholesky(self.kernel(self.Z))
+    def statistics(self, model: GPModel) -> tuple:
+        """(W, v, yᵀy, n) by one pass over the rows, differentiable in θ and Z (their
+        gradient is a second pass, :class:`_Whitened`) when any of them is trained."""
+        r, dtype = self.rows, model.noise.dtype
+        Luu = robust_cholesky(model.kernel(model.Z))
         with torch.no_grad():
-            s = feature_stats.statistics(self.features(Luu), r.partitions, scaler=r.scaler,
+            s = feature_stats.statistics(model.features(Luu), r.partitions, scaler=r.scaler,
                                          client=r.client, rows=r.rows, dtype=dtype)
         self._n = int(s.n)
-        plain = self.features()
+        plain = model.features()
         params = feature_stats.trainable(plain)
         if not (params and torch.is_grad_enabled()):
             return s.gram, s.proj, s.yy, int(s.n)
         W, v = _Whitened.apply(Luu, s.gram, s.proj, plain, r, dtype, *params)
         return W, v, s.yy, int(s.n)
 
-    def objective(self, data: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-        """Negative variational lower bound F ≥ −log p(y) (Titsias eq. 9; total nats)."""
-        no_data(self, data)
-        gram, proj, yy, n = self.statistics()
-        trace = diagonal_sum(self.kernel, n, self.Z.shape[1], self.noise)
-        return bound_from_statistics(gram, proj, yy, n, trace, self.noise)
+    def bound(self, model: GPModel) -> torch.Tensor:
+        return model_bound(model, self.statistics(model))
 
-    def freeze(self) -> StreamedSGPR:
-        """Keep the statistics at the current θ and Z and let go of the rows (and of any
-        cluster they were read on); θ and Z are fixed from then on."""
-        if self._rows is None:
-            return self
+    def posterior_factors(self, model: GPModel) -> tuple:
+        gram, proj, _, _ = self.statistics(model)
         with torch.no_grad():
-            stats = self.statistics()
-        self._keep(stats)
-        return self
+            return posterior_factors(gram, proj, model.kernel(model.Z), model.noise)
 
-    def _keep(self, stats: tuple) -> None:
-        gram, proj, yy, n = stats
-        ref = self.noise
-        for name, value in zip(_STATS[:3], (gram, proj, yy)):
-            self.register_buffer(name, torch.as_tensor(value).detach().to(ref))
-        self.register_buffer("stat_n", torch.tensor(int(n), device=ref.device))
-        for t in (*self.kernel.parameters(), self.Z):  # the statistics belong to them
-            t.requires_grad_(False)
-        self._rows = None
-
-    def _posterior(self):
-        """(σ², (Luu, LB, w)) for the posterior, the factors once per parameter values."""
-        key = tuple((id(t), t._version) for t in (*self.parameters(), *self.buffers()))
-        if self._state is None or self._state[0] != key:
-            gram, proj, _, _ = self.statistics()
-            with torch.no_grad():
-                factors = posterior_factors(gram, proj, self.kernel(self.Z), self.noise)
-            self._state = (key, factors)
-        return self.noise, self._state[1]
-
-    # -- persistence: Z, θ and the statistics, never the rows ----------------------------
-    def to_config(self) -> dict[str, Any]:
-        return {"dtype": dtype_name(self.noise), "n": self.n, "rows": "statistics",
-                "statistics": "whitened"}
-
-    def saved_state(self) -> dict[str, torch.Tensor]:
-        """The state_dict with the rows' statistics at the current θ and Z."""
-        if "stat_n" in self._buffers:
-            return self.state_dict()
+    def extra_state(self, model: GPModel) -> dict[str, torch.Tensor]:
+        """The rows' sums at the current θ and Z, which a saved file keeps instead."""
         with torch.no_grad():
-            gram, proj, yy, n = self.statistics()
-        return {**self.state_dict(), "stat_gram": gram, "stat_proj": proj, "stat_yy": yy,
-                "stat_n": torch.tensor(n)}
+            gram, proj, yy, n = self.statistics(model)
+        return {"stat_gram": gram, "stat_proj": proj, "stat_yy": yy, "stat_n": torch.tensor(n)}
 
-    @classmethod
-    def from_config(cls, config: dict[str, Any], state: dict[str, torch.Tensor],
-                    kernel: Kernel | None = None) -> StreamedSGPR:
-        stats = tuple(state[k] for k in _STATS)
-        if config.get("statistics") != "whitened":  # written with G = K_ZX K_XZ, b = K_ZX y
-            trained = copy.deepcopy(kernel).to(stats[0])
-            trained.load_state_dict({k.removeprefix("kernel."): v for k, v in state.items()
-                                     if k.startswith("kernel.")})
-            with torch.no_grad():
-                W, v = whiten(stats[0], stats[1], trained(state["Z"].to(stats[0])))
-            stats = (W, v, *stats[2:])
-            state.update(stat_gram=W, stat_proj=v)  # what load_state_dict then reads
-        return cls(kernel, state["Z"], statistics=stats,
-                   dtype=getattr(torch, str(config["dtype"])))
+    def config(self, model: GPModel) -> dict[str, Any]:
+        return sums_config(model)

@@ -19,18 +19,33 @@ pass carries it on to θ and Z. The posterior (Titsias eq. 6; the same formulas 
 :meth:`gpscale.models.SGPR.predict`) with w = LB⁻ᵀc and V = Luu⁻¹K_Z*:
 
     μ* = Vᵀw,   v* = k** − ‖V‖² + ‖LB⁻¹V‖².
+
+:class:`Statistics` is the :class:`~gpscale.models.SGPR` row reader that holds only
+these sums (a frozen or loaded model): t is n k(0), so kernels with a constant diagonal
+only.
 """
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 import torch
 
+from ..features.inducing import check_constant_diagonal, diagonal_sum
 from ..kernels import Kernel
 from ..linalg import robust_cholesky
-from .base import MeanAndVariance
+from .base import GPModel, MeanAndVariance, dtype_name
 from .vfe_bound import inner_factors, negative_bound
 
-__all__ = ["bound_from_statistics", "posterior_factors", "posterior", "whiten"]
+__all__ = ["Statistics", "bound_from_statistics", "model_bound", "posterior_factors",
+           "posterior", "saved_statistics", "whiten"]
+
+#: the buffers a model reading :class:`Statistics` keeps: W, v, yᵀy, n
+STATISTICS = ("stat_gram", "stat_proj", "stat_yy", "stat_n")
+
+#: the summary's first line for an SGPR reading row sums (in passes or saved)
+SUMS_TITLE = "SGPR (Titsias 2009) from passes over the rows"
 
 
 def _factors(gram: torch.Tensor, proj: torch.Tensor, noise: torch.Tensor
@@ -86,3 +101,89 @@ def posterior(kernel: Kernel, Z: torch.Tensor, factors: tuple, Xs: torch.Tensor,
         var = (kernel.diag(Xb) - (V * V).sum(0) + (W * W).sum(0)).clamp_min(0.0)
         variances.append(var + noise if include_noise else var)
     return MeanAndVariance(torch.cat(means), torch.cat(variances))
+
+
+def model_bound(model: GPModel, stats: tuple) -> torch.Tensor:
+    """F of an :class:`~gpscale.models.SGPR` (its kernel, Z and σ²) from its rows' sums
+    ``stats`` = (W, v, yᵀy, n), with t = n k(0) (a constant-diagonal kernel)."""
+    gram, proj, yy, n = stats
+    trace = diagonal_sum(model.kernel, n, model.Z.shape[1], model.noise)
+    return bound_from_statistics(gram, proj, yy, n, trace, model.noise)
+
+
+def sums_config(model: GPModel) -> dict[str, Any]:
+    """The saved options of an SGPR whose file keeps the rows' sums, not the rows."""
+    return {"dtype": dtype_name(model.noise), "n": model.n, "rows": "statistics",
+            "statistics": "whitened"}
+
+
+class Statistics:
+    """:class:`~gpscale.models.SGPR`'s rows as their sums (W, v, yᵀy, n) at fixed θ and Z
+    (a frozen or loaded model): the model keeps them as buffers (:data:`STATISTICS`) and
+    trains only σ² from then on."""
+
+    title = SUMS_TITLE
+    rows = None
+    num_features = None
+    #: L-BFGS's vector order (Z, σ², θ): the streamed fits' order, kept
+    z_first = True
+
+    def __init__(self, gram, proj, yy, n) -> None:
+        self._given: tuple | None = (gram, proj, yy, n)
+
+    def prepare(self, dtype: torch.dtype, device: Any) -> Any:
+        return device
+
+    def check_kernel(self, kernel: Kernel) -> None:
+        check_constant_diagonal(kernel)  # the bound's Σ k(x, x) is n k(0)
+
+    def attach(self, model: GPModel) -> None:
+        """Keep the sums as the model's buffers; fix θ and Z, whose sums they are."""
+        gram, proj, yy, n = self._given
+        self._given = None
+        ref = model.noise
+        for name, value in zip(STATISTICS[:3], (gram, proj, yy)):
+            model.register_buffer(name, torch.as_tensor(value).detach().to(ref))
+        model.register_buffer("stat_n", torch.tensor(int(n), device=ref.device))
+        for t in (*model.kernel.parameters(), model.Z):
+            t.requires_grad_(False)
+
+    def detach(self, model: GPModel) -> None:
+        return None
+
+    def n(self, model: GPModel) -> int:
+        return int(model.stat_n)
+
+    def statistics(self, model: GPModel) -> tuple:
+        return model.stat_gram, model.stat_proj, model.stat_yy, int(model.stat_n)
+
+    def bound(self, model: GPModel) -> torch.Tensor:
+        return model_bound(model, self.statistics(model))
+
+    def posterior_factors(self, model: GPModel) -> tuple:
+        with torch.no_grad():
+            return posterior_factors(model.stat_gram, model.stat_proj, model.kernel(model.Z),
+                                     model.noise)
+
+    def extra_state(self, model: GPModel) -> dict[str, torch.Tensor]:
+        return {}
+
+    def config(self, model: GPModel) -> dict[str, Any]:
+        return sums_config(model)
+
+
+def saved_statistics(config: dict[str, Any], state: dict[str, torch.Tensor],
+                     kernel: Kernel) -> tuple:
+    """(W, v, yᵀy, n) from a saved file's state; files written with the unwhitened sums
+    G = K_ZX K_XZ, b = K_ZX y (no ``"statistics"`` option) are whitened at their trained θ
+    and Z, and ``state`` updated to match (what ``load_state_dict`` then reads)."""
+    stats = tuple(state[k] for k in STATISTICS)
+    if config.get("statistics") == "whitened":
+        return stats
+    trained = copy.deepcopy(kernel).to(stats[0])
+    trained.load_state_dict({k.removeprefix("kernel."): v for k, v in state.items()
+                             if k.startswith("kernel.")})
+    with torch.no_grad():
+        W, v = whiten(stats[0], stats[1], trained(state["Z"].to(stats[0])))
+    state.update(stat_gram=W, stat_proj=v)
+    return (W, v, *stats[2:])

@@ -17,8 +17,7 @@ import torch
 
 from ..deadline import Deadline
 from ..io.rows import Rows
-from ..models.sgpr import SGPR
-from ..models.sgpr_passes import StreamedSGPR
+from ..models.sgpr import SGPR, StreamedSGPR
 from .lbfgs import fit_lbfgs
 from .result import FitResult
 
