@@ -35,7 +35,7 @@ from ..io.rows import Rows, as_rows
 from ..kernels import Kernel
 from ..models import SGPR, StreamedSGPR
 from ..train import FitResult
-from ..train.lbfgs import OUT_OF_TIME, warn_if_out_of_time
+from ..train.lbfgs import OUT_OF_TIME, NoFiniteObjective, warn_if_out_of_time
 from ..train.sgpr import fit_sgpr
 from ..train.sgpr_passes import fit_sgpr_passes
 from ..train.starts import exact_start_on_sample, keep_lower, noise_above, sqrt_d_start
@@ -162,8 +162,11 @@ def _fit_held(X: torch.Tensor, y: torch.Tensor, kernel: Kernel, o: SGPROptions,
         return _timed(first)
     exact = functools.partial(fit_exact, kernel=given, noise=o.noise, seed=o.seed,
                               dtype=o.dtype, device=o.device)
-    noise = exact_start_on_sample(X, y, o.init_rows, o.seed, exact)
-    second = _fit(X, y, given, m, noise, warm_rows, o, None, deadline)
+    try:
+        noise = exact_start_on_sample(X, y, o.init_rows, o.seed, exact)
+        second = _fit(X, y, given, m, noise, warm_rows, o, None, deadline)
+    except NoFiniteObjective:  # a sample's exact fit can leave θ where the bound is not
+        return _timed(first)  # finite (breastcancer, solar): the first search stands
     return _timed(keep_lower(first, second))
 
 

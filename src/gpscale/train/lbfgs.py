@@ -182,14 +182,14 @@ def _start_runs(model: nn.Module, params: list[torch.Tensor], start: list[torch.
 def _finite_runs(runs: list[_Run], params: list[torch.Tensor],
                  start: list[torch.Tensor]) -> list[_Run]:
     """The runs whose best objective is finite; KeyboardInterrupt (parameters back at
-    ``start``) when Ctrl-C came before any evaluation finished, RuntimeError when no
-    evaluation was finite."""
+    ``start``) when Ctrl-C came before any evaluation finished, NoFiniteObjective (a
+    RuntimeError) when no evaluation was finite."""
     finite = [r for r in runs if math.isfinite(r.best_f)]
     if not finite and runs and runs[-1].reason == "interrupted":
         restore(params, start)
         raise KeyboardInterrupt  # stopped before any evaluation finished: nothing to keep
     if not finite:
-        raise RuntimeError(
+        raise NoFiniteObjective(
             "L-BFGS found no evaluation with a finite objective; check the data "
             "(standardise X and y) and the initial hyperparameters"
         )
@@ -218,6 +218,10 @@ def _perturb(model: nn.Module, gen: torch.Generator) -> None:
         value = getattr(sub, desc.name).detach()
         factor = torch.exp(torch.randn(value.shape, generator=gen, dtype=value.dtype))
         setattr(sub, desc.name, (value * factor.to(value.device)).clamp_min(2 * desc.floor_of(sub)))
+
+
+class NoFiniteObjective(RuntimeError):
+    """No evaluation of a search had a finite objective: its start was unusable."""
 
 
 class _Stop(Exception):
