@@ -31,9 +31,10 @@ of f gains (α_c − 1) times that of y (:func:`widening`). Other fits (the CG p
 other methods) keep no α and widen nothing. Measured: benchmarks/results/tables/gaps/loo/.
 
 **Where a gap training had sits.** The encoding puts such a cell at the column's mean;
-the same fits (the exact GP by Cholesky, whose kernel models the gap's variance) then
-move it to E[x_c | the row's other columns], the mean of column c over the
-:data:`FILL_NEIGHBOURS` training rows with that value nearest on the columns the row has
+the fits that model the gap's variance (the exact GP by Cholesky; also with a kernel
+the user built, which has no gap term) then move it to E[x_c | the row's other
+columns], the mean of column c over the :data:`FILL_NEIGHBOURS` training rows with that
+value nearest on the columns the row has
 (:func:`fill_gaps`; those rows, :func:`donor_rows`, are kept with the model so that a
 new row is placed as training rows were). f at that point is f averaged over what x_c
 could be, to first order, and the gap's variance term carries the rest. At the mean,

@@ -122,8 +122,8 @@ class RowPasses:
         return model_bound(model, self.statistics(model))
 
     def posterior_factors(self, model: GPModel) -> tuple:
-        gram, proj, _, _ = self.statistics(model)
-        with torch.no_grad():
+        with torch.no_grad():  # one pass, no gradient pass set up behind it
+            gram, proj, _, _ = self.statistics(model)
             return posterior_factors(gram, proj, model.kernel(model.Z), model.noise)
 
     def extra_state(self, model: GPModel) -> dict[str, torch.Tensor]:
