@@ -7,11 +7,13 @@ Per trial t (the benchmark's data and folds, seed t): for each of the two folds 
 CV loss ‖y_V − K_VT (K_TT + σ_e² I)⁻¹ y_T‖² / n_V on a log-spaced grid over a box (SE: l in
 [0.05, 5]; LP: l in [0.1, 3] × p in [0.3, 10]), the best grid point refined inside the box by
 a bounded scalar search (SE) or Nelder–Mead in log θ (LP) and flagged `edge` when it lies on
-the box's edge (the loss still falls outward: a degenerate direction); then (a) the two folds' optima averaged in θ's units (what the naive scheme
-and `cv-optimum` average) and (b) the optimum of the two folds' summed loss (the
-K-fold CV criterion itself). One JSON line per (kernel, trial).
+the box's edge (the loss still falls outward: a degenerate direction); then (a) the two
+folds' optima averaged in θ's units (what the naive scheme and `cv-optimum` average) and
+(b) the optimum of the two folds' summed loss (the K-fold CV criterion itself). One JSON
+line per (kernel, trial).
 
-python criterion_grid.py [--trials 50] > criterion-grid.jsonl   (about a minute per kernel)
+python criterion_grid.py [--trials 50] > criterion-grid.jsonl   (one thread: SE about 1 s a
+trial, LP about 8 s)
 """
 
 import argparse
@@ -121,7 +123,7 @@ def trial(name, t):
         out[f"fold{k}"], out[f"fold{k}_edge"] = th.tolist(), edge
     out["naive"] = np.mean(per, 0).tolist()
     f = fb(None)
-    th, fv, edge = optimum(name, grids[0] + grids[1], lambda p: float(f(p[None])[0]))
+    th, _, edge = optimum(name, grids[0] + grids[1], lambda p: float(f(p[None])[0]))
     out["joint"], out["joint_edge"] = th.tolist(), edge
     return out
 
