@@ -84,7 +84,8 @@ def main() -> None:
             key = "ii" if method == "grief-ii" else "i"
             _, _, pmean, pstd = PAPER_TABLE1[name][key]
             ym, ys = PAPER_TABLE1[name]["yang"]
-            within = "yes" if abs(x.mean() - pmean) <= pstd else "no"
+            within = ("yes" if abs(x.mean() - pmean) <= pstd
+                      else "no (below)" if x.mean() < pmean else "no (above)")
             t = np.mean([r["train_s"] for _, r in rs])
             step = (f"{np.mean([r['s_per_iter'] for _, r in rs]):.4f}"
                     if method != "grief-ii" else "—")
