@@ -106,6 +106,28 @@ def test_filled_grid_does_not_cap_p():
     assert fill_grid(wide, 10) is wide
 
 
+@pytest.mark.parametrize("grid,p,filled", [("quantile", 200, False),
+                                             ("quantile", 1000, True),
+                                             ("uniform", 200, True)])
+def test_quantile_grid_is_filled_only_where_it_would_cap_p(grid, p, filled):
+    """A column of few values (mostly one) has a short grid: its 4 values. On the
+    quantile grid fit_grief_i fills it only when the grids' product (10·4·10 = 400)
+    is below p; the uniform grid is filled whenever a column is short."""
+    g = torch.Generator().manual_seed(7)
+    n = 80
+    ties = torch.zeros(n, dtype=F64)
+    ties[:8] = torch.tensor([1.0, 1.0, 2.0, 2.0, 2.0, 9.0, 9.0, 9.0], dtype=F64)
+    X = torch.stack([torch.rand(n, generator=g, dtype=F64), ties,
+                     torch.rand(n, generator=g, dtype=F64)], 1)
+    assert [grid_1d(X[:, i], 10, "quantile").numel() for i in range(3)] == [10, 4, 10]
+    y = torch.sin(4 * X[:, 0]) + 0.1 * torch.randn(n, generator=g, dtype=F64)
+    post, _ = fit_grief_i(X, y, p=p, grid=grid, n_iter=20, burn=10, thin=5)
+    sizes = post.features.grid_sizes
+    assert sizes[1] == (10 if filled else 4)
+    if not filled:  # the grids fit_grief_i used are the unfilled ones, point for point
+        torch.testing.assert_close(post.features.grid_points(1), grid_1d(X[:, 1], 10, grid))
+
+
 def test_grief_i_posterior_is_the_dense_mixture_and_round_trips():
     """fit_grief_i's default (eq. 16): p weights (not ≤ n), the posterior's objective is
     the mean dense NLML over the draws, its predictions the dense mixture, and a
@@ -157,12 +179,13 @@ def test_rotated_basis_stays_an_option():
 
 def test_merged_quantile_grid_is_filled_unless_told_otherwise():
     """A column that is 0 on 70 % of the rows: its quantile grid merges to fewer than m̄
-    points; GRIEF-I fills it to m̄ (p then not capped), ``fill=False`` keeps it."""
+    points; where that caps p (here 10·4 = 40 grid points against p = 200) GRIEF-I
+    fills it to m̄, ``fill=False`` keeps it."""
     g = torch.Generator().manual_seed(6)
     X = torch.rand(60, 2, generator=g, dtype=F64)
     X[:42, 1] = 0.0
     y = X.sum(1)
-    kw = {"p": 30, "n_iter": 20, "burn": 5, "thin": 5, "init_points": 60,
+    kw = {"p": 200, "n_iter": 20, "burn": 5, "thin": 5, "init_points": 60,
           "init_max_iter": 50, "grid": "quantile"}
     filled, _ = fit_grief_i(X, y, **kw)
     kept, _ = fit_grief_i(X, y, fill=False, **kw)

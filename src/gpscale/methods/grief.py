@@ -107,8 +107,9 @@ def fit_grief_mcmc(X: torch.Tensor | Rows, y: torch.Tensor | None, kernel: Kerne
     exact-GP initialisation, grid placed by ``grid``); predictions average the draws.
     ``basis="eigen"`` (default, eq. 16): the weights on the p eigenfunctions themselves;
     ``"rotated"``: on the rotated basis Ṽᵀφ of §5 (at most n weights, O(p̃) per step).
-    ``fill_grid``: columns with fewer than ``m_bar`` distinct values still get
-    ``m_bar`` grid points over their range, so p is not capped by the grid.
+    ``fill_grid``: columns with fewer than ``m_bar`` grid points still get ``m_bar``
+    over their range, so p is not capped by the grid (on the quantile grid only where
+    it would be: the grids' product below p).
     The FitResult's objective is the mean negative log posterior of the kept draws;
     acceptance rate, step size and effective sample sizes are in its last history row.
     ``X`` may be :class:`~gpscale.io.Rows` (y None): one pass for the grid and the

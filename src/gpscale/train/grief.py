@@ -320,12 +320,13 @@ def fit_grief_i(
     O(p̃) per step, :class:`OrthogonalGrief`). ``fill``: a column whose grid has fewer
     than ``m_bar`` points gets ``m_bar`` evenly spaced ones over its range
     (:func:`~gpscale.features.grief.fill_grid`), so p is capped only where the product
-    grid itself has fewer than p points. Priors as the paper: log-normal with
-    (mode, variance) ``w_prior`` = (1, 100) for every wᵢ and (σ₀², 0.04) for σ²;
-    sampling on z = log(w, σ²) with the log-Jacobian Σ z in the target, from the
-    prior mode; ``burn`` warm-up draws (step size adapted, then fixed) are discarded
-    and every ``thin``-th kept. Returns the mixture predictor and the chain. ``X``
-    may be :class:`~gpscale.io.Rows` (y None) as for :func:`fit_grief_ii`: after the
+    grid itself has fewer than p points; on the quantile grid only where the product of
+    the grids' sizes is below p (else the grids stay where the data are). Priors as the
+    paper: log-normal with (mode, variance) ``w_prior`` = (1, 100) for every wᵢ and
+    (σ₀², 0.04) for σ²; sampling on z = log(w, σ²) with the log-Jacobian Σ z in the
+    target, from the prior mode; ``burn`` warm-up draws (step size adapted, then fixed)
+    are discarded and every ``thin``-th kept. Returns the mixture predictor and the
+    chain. ``X`` may be :class:`~gpscale.io.Rows` (y None) as for :func:`fit_grief_ii`: after the
     grid pass one statistics pass, then MALA never reads a row again; the posterior
     keeps n and the statistics, not the rows.
     """
@@ -341,7 +342,11 @@ def fit_grief_i(
     if fill:
         grids = data.grids or [grid_1d(data.init[0][:, i], m_bar, grid)
                                for i in range(data.d)]
-        data = data._replace(grids=[fill_grid(g, m_bar) for g in grids])
+        # a quantile grid is filled only where it would cap p: its own points are where
+        # the data are, and points added elsewhere change which p eigenfunctions lead
+        # (benchmarks/results/grief-uci-large-eq16/README.md)
+        if grid == "uniform" or math.prod(g.numel() for g in grids) < p:
+            data = data._replace(grids=[fill_grid(g, m_bar) for g in grids])
     features = _features(data, p, m_bar, kernel, grid, theta["lengthscale"], dtype)
     features.raw_lengthscale.requires_grad_(False)
     stats_model = FeatureGP(features, weights="fixed", dtype=dtype, device=dev, **data.rows)
