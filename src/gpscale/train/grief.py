@@ -326,9 +326,9 @@ def fit_grief_i(
     (σ₀², 0.04) for σ²; sampling on z = log(w, σ²) with the log-Jacobian Σ z in the
     target, from the prior mode; ``burn`` warm-up draws (step size adapted, then fixed)
     are discarded and every ``thin``-th kept. Returns the mixture predictor and the
-    chain. ``X`` may be :class:`~gpscale.io.Rows` (y None) as for :func:`fit_grief_ii`: after the
-    grid pass one statistics pass, then MALA never reads a row again; the posterior
-    keeps n and the statistics, not the rows.
+    chain. ``X`` may be :class:`~gpscale.io.Rows` (y None) as for
+    :func:`fit_grief_ii`: after the grid pass one statistics pass, then MALA never
+    reads a row again; the posterior keeps n and the statistics, not the rows.
     """
     if kernel not in KERNELS_1D:
         raise ValueError(f"unknown GRIEF base kernel {kernel!r}; choose one of {KERNELS_1D}")
