@@ -25,9 +25,13 @@ HERE = Path(__file__).resolve().parent
 OLD = [HERE.parent / "grief-uci-large-quantile", HERE.parent / "grief-uci-large-quantile-f12"]
 LARGE = ["pumadyn32nm", "elevators", "kin40k", "keggundirected"]
 METHODS = ("grief-ii", "grief-i")
-#: the table's rows: GRIEF-I at its default (grid filled to m̄ points on every column)
-#: and with --no-fill (GRIEF-II's grid), from run folders named *nofill*
-VARIANTS = ("grief-ii", "grief-i", "grief-i no-fill")
+#: the table's rows: GRIEF-I at its default, with --no-fill (GRIEF-II's grid; run folders
+#: named *nofill*), and at the default before 79a0c6a (every short grid filled to m̄)
+VARIANTS = ("grief-ii", "grief-i", "grief-i no-fill", "grief-i old fill")
+#: runs at c3089ef whose GRIEF-I filled a short quantile grid that the current default
+#: (79a0c6a: filled only where it would cap p) leaves as it is; on kin40k (kin40k-f01)
+#: every column has 10 quantile points, so the two defaults give the same fit there
+OLD_FILL_RUNS = {"elev-f0"}
 #: posterior draws kept by the paper's chain: 10 000 MALA steps, 1000 burnt, every 50th
 FULL_SAMPLES = 180
 
@@ -50,6 +54,8 @@ def read(dirs) -> dict[tuple[str, int, str], dict]:
             method = r["method"]
             if method == "grief-i" and "nofill" in d.name:
                 method = "grief-i no-fill"
+            elif method == "grief-i" and d.name in OLD_FILL_RUNS:
+                method = "grief-i old fill"
             rows[(r["dataset"], int(r["fold"]), method)] = r
     return rows
 
