@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gpscale.features.grief import GriefFeatures, fill_grid, grid_1d
+from gpscale.features.grief import GriefFeatures, fill_grid, fill_grids, grid_1d
 from gpscale.models.grief_eigen import (
     ReweightedGrief,
     ReweightedGriefPosterior,
@@ -104,6 +104,22 @@ def test_filled_grid_does_not_cap_p():
     assert fill_grid(one, 10) is one
     wide = torch.linspace(0, 1, 12, dtype=F64)
     assert fill_grid(wide, 10) is wide
+
+
+def test_fill_grids_fills_a_quantile_grid_only_below_p():
+    """Grids of 10, 4 and 10 points (product 400): the uniform grid's short column is
+    always filled to m̄ evenly spaced points; the quantile grid's only for p > 400, and
+    below that every grid is returned as it was."""
+    grids = [torch.linspace(0, 1, 10, dtype=F64), torch.tensor([0.0, 0.1, 0.2, 5.0], dtype=F64),
+             torch.linspace(-1, 1, 10, dtype=F64)]
+    even = torch.linspace(0, 5, 10, dtype=F64)
+    for kind, p, short in [("uniform", 200, even), ("quantile", 401, even),
+                           ("quantile", 400, grids[1]), ("quantile", 200, grids[1])]:
+        out = fill_grids(grids, 10, kind, p)
+        assert len(out) == 3 and out[0] is grids[0] and out[2] is grids[2]
+        torch.testing.assert_close(out[1], short, rtol=0, atol=0)
+    with pytest.raises(ValueError, match="grid"):
+        fill_grids(grids, 10, "even", 200)
 
 
 @pytest.mark.parametrize("grid,p,filled", [("quantile", 200, False),

@@ -128,6 +128,19 @@ def fill_grid(g: torch.Tensor, m_bar: int) -> torch.Tensor:
                           device=g.device)
 
 
+def fill_grids(grids: list[torch.Tensor], m_bar: int, kind: str, p: int
+               ) -> list[torch.Tensor]:
+    """GRIEF-I's grids (one per column) with the short ones filled (:func:`fill_grid`):
+    always on the uniform grid, the paper's m̄ evenly spaced points per dimension; on the
+    quantile grid only where the grids' product is below ``p`` (where it would cap p),
+    since its own points are where the data are and points added elsewhere change
+    which p eigenfunctions lead (benchmarks/results/grief-uci-large-eq16/README.md)."""
+    check_grid(kind)
+    if kind == "quantile" and math.prod(g.numel() for g in grids) >= p:
+        return list(grids)
+    return [fill_grid(g, m_bar) for g in grids]
+
+
 class GriefFeatures(FeatureMap):
     """Grid-structured eigenfunctions Φ (n x p) of a separable RBF-ARD or Matérn-ARD
     base kernel (eq. 4); k̃(x, z) = φ(x)ᵀφ(z) ≈ k(x, z) with unit signal variance.

@@ -25,7 +25,7 @@ from typing import NamedTuple
 
 import torch
 
-from ..features.grief import KERNELS_1D, GriefFeatures, check_grid, fill_grid, grid_1d
+from ..features.grief import KERNELS_1D, GriefFeatures, check_grid, fill_grids, grid_1d
 from ..io.rows import as_rows
 from ..kernels import RBF, Kernel, Matern, Scale, SpectralDensity
 from ..models import ExactGP, FeatureGP
@@ -319,7 +319,7 @@ def fit_grief_i(
     ``basis="rotated"``: w on the rotated basis Ṽᵀφ of §5 (p̃ ≤ min(n, p) weights,
     O(p̃) per step, :class:`OrthogonalGrief`). ``fill``: a column whose grid has fewer
     than ``m_bar`` points gets ``m_bar`` evenly spaced ones over its range
-    (:func:`~gpscale.features.grief.fill_grid`), so p is capped only where the product
+    (:func:`~gpscale.features.grief.fill_grids`), so p is capped only where the product
     grid itself has fewer than p points; on the quantile grid only where the product of
     the grids' sizes is below p (else the grids stay where the data are). Priors as the
     paper: log-normal with (mode, variance) ``w_prior`` = (1, 100) for every wᵢ and
@@ -342,11 +342,7 @@ def fit_grief_i(
     if fill:
         grids = data.grids or [grid_1d(data.init[0][:, i], m_bar, grid)
                                for i in range(data.d)]
-        # a quantile grid is filled only where it would cap p: its own points are where
-        # the data are, and points added elsewhere change which p eigenfunctions lead
-        # (benchmarks/results/grief-uci-large-eq16/README.md)
-        if grid == "uniform" or math.prod(g.numel() for g in grids) < p:
-            data = data._replace(grids=[fill_grid(g, m_bar) for g in grids])
+        data = data._replace(grids=fill_grids(grids, m_bar, grid, p))
     features = _features(data, p, m_bar, kernel, grid, theta["lengthscale"], dtype)
     features.raw_lengthscale.requires_grad_(False)
     stats_model = FeatureGP(features, weights="fixed", dtype=dtype, device=dev, **data.rows)
